@@ -1,0 +1,138 @@
+//! Backend selection and the storage part of the slasher's configuration.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// Lighthouse's default `max_db_size_mbs` (512 GiB).
+pub const DEFAULT_MAX_DB_SIZE_MBS: usize = 512 * 1024;
+
+/// Which storage engine to use. Parsed from / displayed as lowercase names, like Lighthouse's
+/// `--slasher-backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DatabaseBackend {
+    /// LMDB through `lmdb-rkv` (feature `lmdb`).
+    Lmdb,
+    /// MDBX through `libmdbx` (feature `mdbx`).
+    Mdbx,
+    /// redb 2.x (feature `redb`).
+    Redb,
+    /// butter_db with its segment table format (feature `butter`).
+    Butter,
+    /// butter_db with SQLite table files, journaling off (feature `butter`).
+    ButterSqlite,
+}
+
+impl DatabaseBackend {
+    /// Every backend, compiled in or not.
+    pub const ALL: [DatabaseBackend; 5] = [
+        DatabaseBackend::Lmdb,
+        DatabaseBackend::Mdbx,
+        DatabaseBackend::Redb,
+        DatabaseBackend::Butter,
+        DatabaseBackend::ButterSqlite,
+    ];
+
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DatabaseBackend::Lmdb => "lmdb",
+            DatabaseBackend::Mdbx => "mdbx",
+            DatabaseBackend::Redb => "redb",
+            DatabaseBackend::Butter => "butter",
+            DatabaseBackend::ButterSqlite => "butter-sqlite",
+        }
+    }
+
+    /// The cargo feature of `slasher-adapters` that compiles this backend in.
+    pub fn cargo_feature(self) -> &'static str {
+        match self {
+            DatabaseBackend::Lmdb => "lmdb",
+            DatabaseBackend::Mdbx => "mdbx",
+            DatabaseBackend::Redb => "redb",
+            DatabaseBackend::Butter | DatabaseBackend::ButterSqlite => "butter",
+        }
+    }
+
+    /// Whether this build has the backend compiled in.
+    pub fn is_compiled(self) -> bool {
+        match self {
+            DatabaseBackend::Lmdb => cfg!(feature = "lmdb"),
+            DatabaseBackend::Mdbx => cfg!(feature = "mdbx"),
+            DatabaseBackend::Redb => cfg!(feature = "redb"),
+            DatabaseBackend::Butter | DatabaseBackend::ButterSqlite => cfg!(feature = "butter"),
+        }
+    }
+
+    /// The backends compiled into this build.
+    pub fn compiled() -> Vec<DatabaseBackend> {
+        Self::ALL.into_iter().filter(|b| b.is_compiled()).collect()
+    }
+
+    /// Fail with a message naming the cargo feature if this backend is not compiled in.
+    ///
+    /// # Errors
+    /// [`Error::BackendNotCompiled`].
+    pub fn ensure_compiled(self) -> Result<Self, Error> {
+        if self.is_compiled() {
+            Ok(self)
+        } else {
+            Err(Error::BackendNotCompiled { backend: self.name(), feature: self.cargo_feature() })
+        }
+    }
+}
+
+impl fmt::Display for DatabaseBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DatabaseBackend {
+    type Err = Error;
+
+    /// Parses a lowercase name. Does not check that the backend is compiled in: use
+    /// [`DatabaseBackend::ensure_compiled`] for that.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| Error::UnknownBackend(s.to_string()))
+    }
+}
+
+/// Commit durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A commit that returned `Ok` survives power loss (LMDB/MDBX synced commits, redb
+    /// `Durability::Immediate`, butter_db snapshots). The default.
+    #[default]
+    Immediate,
+    /// Lighthouse's redb setting (`Durability::Eventual`): commits may be lost on power loss but
+    /// the store stays consistent. Only redb honours it; every report labels it non-durable.
+    Eventual,
+}
+
+/// How to open one backend.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    /// Directory holding the backend's files (must exist).
+    pub path: PathBuf,
+    /// Lighthouse's `max_db_size_mbs`: LMDB map size, MDBX upper geometry; others ignore it.
+    pub max_db_size_mbs: usize,
+    /// Commit durability.
+    pub durability: Durability,
+}
+
+impl BackendConfig {
+    /// A durable configuration with Lighthouse's default size cap.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            max_db_size_mbs: DEFAULT_MAX_DB_SIZE_MBS,
+            durability: Durability::Immediate,
+        }
+    }
+}

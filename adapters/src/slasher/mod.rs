@@ -1,0 +1,3 @@
+//! The slasher: Lighthouse's batch logic over the storage interface.
+
+pub mod types;

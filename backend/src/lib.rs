@@ -1,0 +1,1 @@
+//! butter_db (skeleton; the engine lands with its own issue).

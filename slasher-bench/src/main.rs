@@ -1,0 +1,3 @@
+//! `slasher-bench`: replay attestation batches through the slasher on every backend.
+
+fn main() {}
