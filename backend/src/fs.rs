@@ -35,3 +35,230 @@ pub trait Fs: Send + Sync + Debug {
     /// Commit the whole filesystem (`BTRFS_IOC_SYNC`), making earlier deletions durable.
     fn sync(&self, path: &Path) -> io::Result<()>;
 }
+
+pub use crate::sys::{
+    filesystem_type, is_subvolume_root, validate_subvolume_name, FsType, SUBVOL_NAME_MAX,
+};
+
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::sys;
+
+/// How [`BtrfsFs::delete_subvolume_reporting`] removed a subvolume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Deletion {
+    /// `SNAP_DESTROY` removed it: the process has `CAP_SYS_ADMIN`, or the filesystem is mounted
+    /// with `user_subvol_rm_allowed`.
+    Destroyed {
+        /// The subvolume was read-only and its read-only flag was cleared first, because the
+        /// kernel refuses to destroy a read-only subvolume for an unprivileged caller.
+        cleared_readonly: bool,
+    },
+    /// `SNAP_DESTROY` was refused (no `CAP_SYS_ADMIN`, no `user_subvol_rm_allowed`): the
+    /// subvolume's contents were removed and the empty subvolume was `rmdir`ed (Linux ≥ 4.18).
+    EmptiedAndRemoved {
+        /// The subvolume was read-only and its read-only flag was cleared first.
+        cleared_readonly: bool,
+    },
+}
+
+/// [`Fs`] on btrfs, through the kernel's ioctls. The implementation every test and CI run uses.
+///
+/// Subvolume creation and snapshots of one's own subvolumes work without privileges. Deletion
+/// works without privileges too, by falling back to emptying and `rmdir` (see
+/// [`BtrfsFs::delete_subvolume_reporting`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BtrfsFs;
+
+fn invalid_path(path: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: {why}", path.display()),
+    )
+}
+
+/// Splits `path` into its parent directory (`.` for a bare name) and its final name, which must
+/// be a valid subvolume name.
+fn parent_and_name(path: &Path) -> io::Result<(&Path, &OsStr)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| invalid_path(path, "has no final name"))?;
+    validate_subvolume_name(name)?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((parent, name))
+}
+
+fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)
+}
+
+/// `SNAP_DESTROY_V2`, or the v1 ioctl on kernels older than 5.7 that do not know V2.
+fn destroy(parent: &File, name: &OsStr) -> io::Result<()> {
+    match sys::snap_destroy_v2(parent.as_fd(), name) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+            sys::snap_destroy_v1(parent.as_fd(), name)
+        }
+        other => other,
+    }
+}
+
+/// Whether a destroy error means "not allowed for this caller" (so a fallback may work):
+/// `EPERM`/`EACCES` without privileges, `EROFS` for a read-only subvolume under
+/// `user_subvol_rm_allowed`.
+fn refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM | libc::EACCES | libc::EROFS)
+    )
+}
+
+impl BtrfsFs {
+    /// Deletes the subvolume at `path` as [`Fs::delete_subvolume`] does, and says how.
+    ///
+    /// 1. `SNAP_DESTROY_V2` (v1 on old kernels). Tried first because, when it is allowed, it
+    ///    needs no transaction commit (clearing the read-only flag would commit one).
+    /// 2. If refused and the subvolume is read-only: clear its read-only flag (allowed for the
+    ///    owner) and try `SNAP_DESTROY_V2` again.
+    /// 3. If still refused: remove everything inside it (nested subvolumes recursively, in the
+    ///    same way) and `rmdir` it.
+    ///
+    /// Refuses with [`io::ErrorKind::InvalidInput`] if `path` is not a subvolume root, so the
+    /// fallback never empties an ordinary directory. Not durable by itself.
+    pub fn delete_subvolume_reporting(&self, path: &Path) -> io::Result<Deletion> {
+        let (parent_path, name) = parent_and_name(path)?;
+        let parent = open_dir(parent_path)?;
+        match destroy(&parent, name) {
+            Ok(()) => {
+                return Ok(Deletion::Destroyed {
+                    cleared_readonly: false,
+                })
+            }
+            Err(e) if refused(&e) => {}
+            Err(e) => return Err(e),
+        }
+
+        let root = open_dir(path)?;
+        if !sys::is_subvolume_root(path)? {
+            return Err(invalid_path(path, "is not a btrfs subvolume root"));
+        }
+        let flags = sys::subvol_flags(root.as_fd())?;
+        let cleared_readonly = flags & sys::BTRFS_SUBVOL_RDONLY != 0;
+        if cleared_readonly {
+            sys::set_subvol_flags(root.as_fd(), flags & !sys::BTRFS_SUBVOL_RDONLY)?;
+            match destroy(&parent, name) {
+                Ok(()) => return Ok(Deletion::Destroyed { cleared_readonly }),
+                Err(e) if refused(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        drop(root);
+
+        self.remove_contents(path)?;
+        std::fs::remove_dir(path)?;
+        Ok(Deletion::EmptiedAndRemoved { cleared_readonly })
+    }
+
+    /// Removes everything inside the directory `dir`; nested subvolumes are deleted with
+    /// [`BtrfsFs::delete_subvolume_reporting`]. Symlinks are removed, never followed.
+    fn remove_contents(&self, dir: &Path) -> io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if !entry.file_type()?.is_dir() {
+                std::fs::remove_file(&path)?;
+            } else if sys::is_subvolume_root(&path)? {
+                self.delete_subvolume_reporting(&path)?;
+            } else {
+                self.remove_contents(&path)?;
+                std::fs::remove_dir(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the subvolume rooted at `path` is read-only (`SUBVOL_GETFLAGS`).
+    pub fn is_readonly(&self, path: &Path) -> io::Result<bool> {
+        let root = open_dir(path)?;
+        Ok(sys::subvol_flags(root.as_fd())? & sys::BTRFS_SUBVOL_RDONLY != 0)
+    }
+
+    /// Makes the subvolume rooted at `path` read-only or writable (`SUBVOL_SETFLAGS`; allowed
+    /// for its owner; commits a transaction when the flag changes).
+    pub fn set_readonly(&self, path: &Path, readonly: bool) -> io::Result<()> {
+        let root = open_dir(path)?;
+        let flags = sys::subvol_flags(root.as_fd())?;
+        let new = if readonly {
+            flags | sys::BTRFS_SUBVOL_RDONLY
+        } else {
+            flags & !sys::BTRFS_SUBVOL_RDONLY
+        };
+        if new == flags {
+            return Ok(());
+        }
+        sys::set_subvol_flags(root.as_fd(), new)
+    }
+
+    /// Starts committing the filesystem that `path` is on without waiting
+    /// (`BTRFS_IOC_START_SYNC`); returns the btrfs transaction id to pass to
+    /// [`BtrfsFs::wait_sync`].
+    pub fn start_sync(&self, path: &Path) -> io::Result<u64> {
+        sys::start_sync(File::open(path)?.as_fd())
+    }
+
+    /// Waits until the btrfs transaction `transid` of the filesystem that `path` is on has been
+    /// committed (`BTRFS_IOC_WAIT_SYNC`).
+    pub fn wait_sync(&self, path: &Path, transid: u64) -> io::Result<()> {
+        sys::wait_sync(File::open(path)?.as_fd(), transid)
+    }
+
+    /// Makes `dest` (open for writing) a reflink copy of `source` (`FICLONE`): no data is
+    /// copied, both files share extents. Same filesystem only; durable only after a commit.
+    pub fn reflink(&self, source: &File, dest: &File) -> io::Result<()> {
+        sys::ficlone(dest, source)
+    }
+}
+
+impl Fs for BtrfsFs {
+    fn create_subvolume(&self, path: &Path) -> io::Result<()> {
+        let (parent, name) = parent_and_name(path)?;
+        sys::subvol_create(open_dir(parent)?.as_fd(), name)
+    }
+
+    fn snapshot(&self, src: &Path, dst: &Path, readonly: bool) -> io::Result<()> {
+        let (parent, name) = parent_and_name(dst)?;
+        let source = open_dir(src)?;
+        sys::snap_create(open_dir(parent)?.as_fd(), source.as_fd(), name, readonly)
+    }
+
+    fn delete_subvolume(&self, path: &Path) -> io::Result<()> {
+        self.delete_subvolume_reporting(path).map(|_| ())
+    }
+
+    fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        file.write_all(data)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn sync(&self, path: &Path) -> io::Result<()> {
+        sys::sync(File::open(path)?.as_fd())
+    }
+}
