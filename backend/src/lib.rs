@@ -1,1 +1,31 @@
-//! butter_db (skeleton; the engine lands with its own issue).
+//! butter_db: a key-value store whose write transactions are made atomic and durable by btrfs
+//! subvolume snapshots.
+//!
+//! The database is a directory on btrfs. The writer works in a writable subvolume `live/`
+//! holding immutable sorted segment files and a manifest; a commit writes the transaction's
+//! segments and a new manifest, then takes one read-only snapshot `gen-N` of `live/`. Creating
+//! that snapshot is a btrfs transaction commit, so it is both the atomic commit point and the
+//! durability point: no fsync and no write-ahead log. Recovery opens the newest `gen-N`.
+//! See `docs/design.md` for the on-disk layout and the commit protocol.
+//!
+//! # Caveats
+//! - btrfs is required: opening a directory on another filesystem fails with
+//!   [`Error::NotBtrfs`].
+//! - One writer process per database (an exclusive lock file); one write transaction at a time
+//!   inside it.
+//! - A long-lived [`ReadTxn`] pins its generation's segments (and keeps their disk space).
+//! - No network filesystems.
+#![warn(missing_docs)]
+
+mod cache;
+mod env;
+mod error;
+pub mod fs;
+mod manifest;
+mod segment;
+mod sys;
+mod txn;
+
+pub use env::{CommitInfo, Env, EnvBuilder, TableFormat};
+pub use error::{Error, Result};
+pub use txn::{Cursor, ReadTxn, TableHandle, WriteTxn};

@@ -1,0 +1,139 @@
+//! The butter_db adapter: Lighthouse's per-backend shape (`Environment`, `RwTransaction`,
+//! `Database`, `Cursor`) over `butter_db`.
+//!
+//! butter_db's commits are always durable (the read-only snapshot that commits a transaction
+//! is a btrfs transaction commit), so `Durability::Eventual` is accepted and ignored.
+//! `max_db_size_mbs` is ignored: the store grows with the filesystem.
+
+use std::path::PathBuf;
+
+use crate::backend;
+use crate::config::BackendConfig;
+use crate::error::Error;
+use crate::tables::OpenDatabases;
+
+/// A butter_db environment with the segment table format.
+#[derive(Debug)]
+pub struct Environment {
+    env: butter_db::Env,
+}
+
+/// A table handle.
+#[derive(Debug, Clone, Copy)]
+pub struct Database(butter_db::TableHandle);
+
+/// The write transaction.
+#[derive(Debug)]
+pub struct RwTransaction<'env> {
+    txn: butter_db::WriteTxn<'env>,
+}
+
+/// A cursor on one table of a write transaction.
+#[derive(Debug)]
+pub struct Cursor<'txn, 'env> {
+    cursor: butter_db::Cursor<'txn, 'env>,
+}
+
+impl Environment {
+    /// The engine's environment (for statistics and tests).
+    pub fn env(&self) -> &butter_db::Env {
+        &self.env
+    }
+}
+
+impl backend::Environment for Environment {
+    const NAME: &'static str = "butter";
+    type Database = Database;
+    type RwTransaction<'env> = RwTransaction<'env>;
+
+    fn open(config: &BackendConfig) -> Result<Self, Error> {
+        Ok(Environment {
+            env: butter_db::Env::builder(&config.path).open()?,
+        })
+    }
+
+    fn create_databases(&self) -> Result<OpenDatabases<Database>, Error> {
+        let mut txn = self.env.begin_write()?;
+        let dbs = OpenDatabases::try_from_fn(|name| txn.create_table(name).map(Database))?;
+        txn.commit()?;
+        Ok(dbs)
+    }
+
+    fn begin_rw_txn(&self) -> Result<RwTransaction<'_>, Error> {
+        Ok(RwTransaction {
+            txn: self.env.begin_write()?,
+        })
+    }
+
+    fn filenames(&self) -> Vec<PathBuf> {
+        self.env.files()
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+}
+
+impl<'env> backend::RwTransaction for RwTransaction<'env> {
+    type Database = Database;
+    type Cursor<'txn>
+        = Cursor<'txn, 'env>
+    where
+        Self: 'txn;
+
+    fn get(&self, db: Database, key: &[u8]) -> Result<Option<backend::Value<'_>>, Error> {
+        Ok(self.txn.get(db.0, key)?)
+    }
+
+    fn put(&mut self, db: Database, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        Ok(self.txn.put(db.0, key, value)?)
+    }
+
+    fn del(&mut self, db: Database, key: &[u8]) -> Result<(), Error> {
+        Ok(self.txn.delete(db.0, key)?)
+    }
+
+    fn cursor(&mut self, db: Database) -> Result<Cursor<'_, 'env>, Error> {
+        Ok(Cursor {
+            cursor: self.txn.cursor(db.0)?,
+        })
+    }
+
+    fn commit(self) -> Result<(), Error> {
+        self.txn.commit()?;
+        Ok(())
+    }
+}
+
+impl backend::Cursor for Cursor<'_, '_> {
+    fn first_key(&mut self) -> Result<Option<backend::Key>, Error> {
+        Ok(self.cursor.first()?)
+    }
+
+    fn last_key(&mut self) -> Result<Option<backend::Key>, Error> {
+        Ok(self.cursor.last()?)
+    }
+
+    fn next_key(&mut self) -> Result<Option<backend::Key>, Error> {
+        self.cursor.next().map_err(cursor_error)
+    }
+
+    fn get_current(&mut self) -> Result<Option<(backend::Key, Vec<u8>)>, Error> {
+        Ok(self.cursor.current()?)
+    }
+
+    fn delete_current(&mut self) -> Result<(), Error> {
+        self.cursor.delete_current().map_err(cursor_error)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        Ok(self.cursor.put(key, value)?)
+    }
+}
+
+fn cursor_error(e: butter_db::Error) -> Error {
+    match e {
+        butter_db::Error::CursorUnpositioned => Error::CursorUnpositioned,
+        e => e.into(),
+    }
+}

@@ -1,0 +1,703 @@
+//! The environment: opening and recovering a database directory, the single writer, commits,
+//! generations and their garbage collection.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nix::fcntl::{Flock, FlockArg};
+use parking_lot::{Mutex, RwLock};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::fs::{BtrfsFs, Fs};
+use crate::manifest::{Manifest, SegmentMeta, TableMeta};
+use crate::segment::{self, Segment, SegmentBuilder};
+use crate::sys;
+use crate::txn::{Memtable, ReadTxn, TableHandle, WriteTxn};
+
+/// Name of the writable working subvolume.
+pub(crate) const LIVE_DIR: &str = "live";
+/// Name of the manifest inside `live/` and every `gen-N/`.
+pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
+const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
+const LOCK_FILE: &str = "butter.lock";
+const GEN_PREFIX: &str = "gen-";
+
+/// At most this many segments per table after a commit.
+const MAX_SEGMENTS_PER_TABLE: usize = 8;
+/// A run of newer segments is merged into an older one once it is at least 1/RATIO its size.
+const MERGE_RATIO: u64 = 2;
+/// Default block cache size.
+const DEFAULT_BLOCK_CACHE_BYTES: usize = 256 << 20;
+
+static NEXT_ENV_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How tables are stored inside a generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TableFormat {
+    /// Immutable sorted segment files (an LSM without a log). The default.
+    #[default]
+    Segments,
+}
+
+impl TableFormat {
+    fn code(self) -> u32 {
+        match self {
+            TableFormat::Segments => 0,
+        }
+    }
+}
+
+/// What a successful commit did.
+#[derive(Debug, Clone, Default)]
+pub struct CommitInfo {
+    /// The generation now committed (`gen-N`).
+    pub generation: u64,
+    /// Segment files written.
+    pub segments_written: usize,
+    /// Bytes of segment and manifest files written.
+    pub bytes_written: u64,
+    /// Time spent building and writing files, in microseconds.
+    pub write_us: u64,
+    /// Time spent in the snapshot ioctl (the durable commit point), in microseconds.
+    pub snapshot_us: u64,
+}
+
+/// Options for opening an [`Env`].
+#[derive(Debug)]
+pub struct EnvBuilder {
+    path: PathBuf,
+    block_cache_bytes: usize,
+    table_format: TableFormat,
+    fs: Arc<dyn Fs>,
+}
+
+impl EnvBuilder {
+    /// Open the database in `path`, a directory on btrfs (created if missing).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        EnvBuilder {
+            path: path.into(),
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            table_format: TableFormat::Segments,
+            fs: Arc::new(BtrfsFs),
+        }
+    }
+
+    /// Bytes of decoded segment blocks kept in memory (default 256 MiB).
+    pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// The table format of a new database; an existing one must match.
+    pub fn table_format(mut self, format: TableFormat) -> Self {
+        self.table_format = format;
+        self
+    }
+
+    /// Route every filesystem side effect through `fs` (fault-injection tests).
+    #[doc(hidden)]
+    pub fn with_fs(mut self, fs: Arc<dyn Fs>) -> Self {
+        self.fs = fs;
+        self
+    }
+
+    /// Open (creating or recovering) the database.
+    ///
+    /// # Errors
+    /// [`Error::NotBtrfs`], [`Error::PermissionDenied`], [`Error::Locked`] (another process has
+    /// it open), [`Error::NotSubvolumeCapable`], corrupt or truncated files
+    /// ([`Error::Corrupted`], [`Error::ChecksumMismatch`]), [`Error::UnsupportedFormatVersion`],
+    /// and I/O errors.
+    pub fn open(self) -> Result<Env> {
+        Env::open(self)
+    }
+}
+
+/// The committed state of every table at one generation.
+#[derive(Debug)]
+pub(crate) struct Version {
+    pub(crate) generation: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) tables: Vec<TableVersion>,
+}
+
+/// One table at one generation: its segments, newest first.
+#[derive(Debug, Clone)]
+pub(crate) struct TableVersion {
+    pub(crate) name: String,
+    pub(crate) segments: Vec<Arc<Segment>>,
+}
+
+/// State only the writer touches. Guarded by `Env::writer`; held for a `WriteTxn`'s life.
+#[derive(Debug)]
+pub(crate) struct WriterState {
+    _private: (),
+}
+
+/// An open database.
+///
+/// Thread-safe: share it by reference or in an `Arc`. One [`WriteTxn`] at a time
+/// (`begin_write` blocks while another is open); any number of [`ReadTxn`]s, each pinned to the
+/// generation that was newest when it began.
+#[derive(Debug)]
+pub struct Env {
+    pub(crate) id: u64,
+    root: PathBuf,
+    live: PathBuf,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) cache: Arc<BlockCache>,
+    table_format: TableFormat,
+    /// The single-writer lock.
+    writer: Mutex<WriterState>,
+    /// The newest committed version. Written only by the writer after a commit.
+    current: RwLock<Arc<Version>>,
+    /// Read transactions per generation; GC skips pinned generations.
+    pins: Mutex<BTreeMap<u64, usize>>,
+    /// Generations on disk besides the newest (deleted once unpinned).
+    old_generations: Mutex<Vec<u64>>,
+    /// Set by a failed commit: writes are refused until reopen.
+    poisoned: AtomicBool,
+    /// Held for the life of the environment: one process per database.
+    _lock: Flock<File>,
+}
+
+/// `gen-<20 digits>`: zero-padded so names sort like numbers.
+pub(crate) fn gen_name(generation: u64) -> String {
+    format!("{GEN_PREFIX}{generation:020}")
+}
+
+fn parse_gen_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(GEN_PREFIX)?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+fn fail_point(name: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        if std::env::var("BUTTER_FAILPOINT").is_ok_and(|v| v == name) {
+            eprintln!("butter_db: fail point {name} reached, aborting");
+            std::process::abort();
+        }
+    }
+    let _ = name;
+}
+
+impl Env {
+    /// Shorthand for `EnvBuilder::new(path).open()`.
+    ///
+    /// # Errors
+    /// See [`EnvBuilder::open`].
+    pub fn open_path(path: impl Into<PathBuf>) -> Result<Env> {
+        EnvBuilder::new(path).open()
+    }
+
+    /// Start building an environment.
+    pub fn builder(path: impl Into<PathBuf>) -> EnvBuilder {
+        EnvBuilder::new(path)
+    }
+
+    fn open(b: EnvBuilder) -> Result<Env> {
+        let root = b.path;
+        if let Err(e) = std::fs::create_dir_all(&root) {
+            return Err(Error::io("create database directory", &root, e));
+        }
+        let fs_type = sys::filesystem_type(&root).map_err(|e| Error::io("statfs", &root, e))?;
+        if !fs_type.is_btrfs() {
+            return Err(Error::NotBtrfs {
+                path: root,
+                found: fs_type.name,
+                magic: fs_type.magic,
+            });
+        }
+        let lock_path = root.join(LOCK_FILE);
+        let lock_file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|e| Error::io("open lock file", &lock_path, e))?;
+        let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(Error::Locked {
+                    path: root,
+                    lock: lock_path,
+                })
+            }
+            Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
+        };
+        let fs = b.fs;
+        let live = root.join(LIVE_DIR);
+        let mut gens = list_generations(&root)?;
+        if gens.is_empty() {
+            // A fresh database, or one whose very first commit never completed.
+            fail_point("recovery::init");
+            if live.exists() {
+                fs.delete_subvolume(&live)
+                    .map_err(|e| Error::io("delete subvolume", &live, e))?;
+            }
+            fs.create_subvolume(&live)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        Error::io("create subvolume", &live, e)
+                    }
+                    _ => Error::NotSubvolumeCapable {
+                        path: root.clone(),
+                        source: e,
+                    },
+                })?;
+            let manifest = Manifest {
+                table_format: b.table_format.code(),
+                generation: 0,
+                next_seq: 1,
+                tables: Vec::new(),
+            };
+            write_manifest(&*fs, &live, &manifest)?;
+            let gen0 = root.join(gen_name(0));
+            fs.snapshot(&live, &gen0, true)
+                .map_err(|e| Error::io("snapshot", &gen0, e))?;
+            gens.push(0);
+        }
+        let newest = gens.last().copied().unwrap_or(0);
+        let newest_dir = root.join(gen_name(newest));
+        let manifest_path = newest_dir.join(MANIFEST_FILE);
+        let bytes =
+            std::fs::read(&manifest_path).map_err(|e| Error::io("read", &manifest_path, e))?;
+        let manifest = Manifest::decode(&bytes, &manifest_path)?;
+        if manifest.generation != newest {
+            return Err(Error::corrupted(
+                &manifest_path,
+                format!(
+                    "manifest says generation {}, directory says {newest}",
+                    manifest.generation
+                ),
+            ));
+        }
+        if manifest.table_format != b.table_format.code() {
+            return Err(Error::corrupted(
+                &manifest_path,
+                format!(
+                    "database uses table format {}, opened as {:?}",
+                    manifest.table_format, b.table_format
+                ),
+            ));
+        }
+        // Whatever `live/` holds was never committed (or equals gen-N): start over from gen-N.
+        fail_point("recovery::discard_live");
+        if live.exists() {
+            fs.delete_subvolume(&live)
+                .map_err(|e| Error::io("delete subvolume", &live, e))?;
+        }
+        fs.snapshot(&newest_dir, &live, false)
+            .map_err(|e| Error::io("snapshot", &live, e))?;
+        let cache = Arc::new(BlockCache::new(b.block_cache_bytes));
+        let mut tables = Vec::with_capacity(manifest.tables.len());
+        for t in &manifest.tables {
+            let mut segments = Vec::with_capacity(t.segments.len());
+            for s in &t.segments {
+                let path = live.join(segment::file_name(s.seq));
+                segments.push(Arc::new(Segment::open(
+                    path,
+                    s.seq,
+                    s.file_len,
+                    s.entries,
+                    cache.clone(),
+                )?));
+            }
+            tables.push(TableVersion {
+                name: t.name.clone(),
+                segments,
+            });
+        }
+        let version = Version {
+            generation: newest,
+            next_seq: manifest.next_seq,
+            tables,
+        };
+        let env = Env {
+            id: NEXT_ENV_ID.fetch_add(1, Ordering::Relaxed),
+            root,
+            live,
+            fs,
+            cache,
+            table_format: b.table_format,
+            writer: Mutex::new(WriterState { _private: () }),
+            current: RwLock::new(Arc::new(version)),
+            pins: Mutex::new(BTreeMap::new()),
+            old_generations: Mutex::new(gens.into_iter().filter(|&g| g != newest).collect()),
+            poisoned: AtomicBool::new(false),
+            _lock: lock,
+        };
+        env.collect_garbage()?;
+        Ok(env)
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// The newest committed generation.
+    pub fn generation(&self) -> u64 {
+        self.current.read().generation
+    }
+
+    /// The table format in use.
+    pub fn table_format(&self) -> TableFormat {
+        self.table_format
+    }
+
+    /// Whether a failed commit has poisoned the environment.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The handle of an existing table, or `None`.
+    pub fn table(&self, name: &str) -> Option<TableHandle> {
+        let v = self.current.read();
+        v.tables
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| TableHandle::new(self.id, i))
+    }
+
+    /// Open a table, creating it (in its own commit) if it does not exist.
+    ///
+    /// # Errors
+    /// Commit errors.
+    pub fn create_table(&self, name: &str) -> Result<TableHandle> {
+        let mut txn = self.begin_write()?;
+        let t = txn.create_table(name)?;
+        txn.commit()?;
+        Ok(t)
+    }
+
+    /// Begin the write transaction; blocks while another one is open.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after a failed commit.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        let guard = self.writer.lock();
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let base = self.current.read().clone();
+        Ok(WriteTxn::new(self, guard, base))
+    }
+
+    /// Begin a read transaction pinned to the newest committed generation.
+    pub fn begin_read(&self) -> ReadTxn<'_> {
+        let version = self.current.read().clone();
+        *self.pins.lock().entry(version.generation).or_insert(0) += 1;
+        ReadTxn::new(self, version)
+    }
+
+    pub(crate) fn unpin(&self, generation: u64) {
+        let mut pins = self.pins.lock();
+        if let Some(n) = pins.get_mut(&generation) {
+            *n -= 1;
+            if *n == 0 {
+                pins.remove(&generation);
+            }
+        }
+    }
+
+    /// Files of the newest generation as seen in `live/` (manifest and segments), and the lock.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let v = self.current.read();
+        let mut files = vec![self.root.join(LOCK_FILE), self.live.join(MANIFEST_FILE)];
+        for t in &v.tables {
+            for s in &t.segments {
+                files.push(self.live.join(segment::file_name(s.seq)));
+            }
+        }
+        files
+    }
+
+    /// Delete every old generation that no reader pins. Deletion is not durable by itself; a
+    /// generation that reappears after a crash is deleted again at the next open.
+    fn collect_garbage(&self) -> Result<()> {
+        let mut old = self.old_generations.lock();
+        let pins = self.pins.lock();
+        let mut keep = Vec::new();
+        for &g in old.iter() {
+            if pins.contains_key(&g) {
+                keep.push(g);
+                continue;
+            }
+            fail_point("gc::delete");
+            let dir = self.root.join(gen_name(g));
+            self.fs
+                .delete_subvolume(&dir)
+                .map_err(|e| Error::io("delete subvolume", &dir, e))?;
+        }
+        *old = keep;
+        Ok(())
+    }
+
+    /// Commit a write transaction's memtables. Called by `WriteTxn::commit` with the writer
+    /// lock held. Any error poisons the environment.
+    pub(crate) fn commit(
+        &self,
+        base: &Version,
+        new_tables: &[String],
+        memtables: &[Memtable],
+    ) -> Result<CommitInfo> {
+        let r = self.commit_inner(base, new_tables, memtables);
+        if r.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    fn commit_inner(
+        &self,
+        base: &Version,
+        new_tables: &[String],
+        memtables: &[Memtable],
+    ) -> Result<CommitInfo> {
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        if new_tables.is_empty() && memtables.iter().all(|m| m.is_empty()) {
+            // Nothing to publish: the committed state is already durable.
+            return Ok(CommitInfo {
+                generation: base.generation,
+                ..CommitInfo::default()
+            });
+        }
+        let started = Instant::now();
+        let generation = base.generation + 1;
+        let mut next_seq = base.next_seq;
+        let mut info = CommitInfo {
+            generation,
+            ..CommitInfo::default()
+        };
+        let mut tables: Vec<TableVersion> = base.tables.clone();
+        tables.extend(new_tables.iter().map(|n| TableVersion {
+            name: n.clone(),
+            segments: vec![],
+        }));
+        let mut retired: Vec<Arc<Segment>> = Vec::new();
+
+        // Step 1: write each changed table's memtable (merged with some of its newest
+        // segments) as one new segment file in live/.
+        for (table, mem) in tables.iter_mut().zip(memtables) {
+            if mem.is_empty() {
+                continue;
+            }
+            let merge = merge_count(mem, &table.segments);
+            let drop_tombstones = merge == table.segments.len();
+            let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
+            let mut builder = SegmentBuilder::new();
+            merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
+            retired.extend(inputs);
+            if builder.entries() == 0 {
+                continue;
+            }
+            let seq = next_seq;
+            next_seq += 1;
+            let entries = builder.entries();
+            let (bytes, blocks) = builder.finish();
+            let path = self.live.join(segment::file_name(seq));
+            self.fs
+                .write_new_file(&path, &bytes)
+                .map_err(|e| Error::io("write", &path, e))?;
+            info.segments_written += 1;
+            info.bytes_written += bytes.len() as u64;
+            for (i, b) in blocks.into_iter().enumerate() {
+                self.cache.insert(seq, i, b);
+            }
+            let seg = Segment::open(path, seq, bytes.len() as u64, entries, self.cache.clone())?;
+            table.segments.insert(0, Arc::new(seg));
+        }
+        fail_point("commit::after_segments");
+
+        // Step 2: the new manifest, written beside the old one and renamed over it.
+        let manifest = Manifest {
+            table_format: self.table_format.code(),
+            generation,
+            next_seq,
+            tables: tables
+                .iter()
+                .map(|t| TableMeta {
+                    name: t.name.clone(),
+                    segments: t
+                        .segments
+                        .iter()
+                        .map(|s| SegmentMeta {
+                            seq: s.seq,
+                            file_len: s.file_len,
+                            entries: s.entries,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        info.bytes_written += write_manifest(&*self.fs, &self.live, &manifest)?;
+
+        // Step 3: unlink merged-away segments from live/ (older generations keep them).
+        for s in &retired {
+            let path = self.live.join(segment::file_name(s.seq));
+            self.fs
+                .remove_file(&path)
+                .map_err(|e| Error::io("unlink", &path, e))?;
+        }
+        fail_point("commit::before_snapshot");
+        info.write_us = started.elapsed().as_micros() as u64;
+
+        // Step 4: the commit point. Creating the read-only snapshot flushes live/ and commits
+        // the btrfs transaction before returning.
+        let snap_started = Instant::now();
+        let gen_dir = self.root.join(gen_name(generation));
+        self.fs
+            .snapshot(&self.live, &gen_dir, true)
+            .map_err(|e| Error::io("snapshot", &gen_dir, e))?;
+        info.snapshot_us = snap_started.elapsed().as_micros() as u64;
+        fail_point("commit::after_snapshot");
+
+        // Step 5: publish in memory, then delete unpinned older generations.
+        *self.current.write() = Arc::new(Version {
+            generation,
+            next_seq,
+            tables,
+        });
+        self.old_generations.lock().push(base.generation);
+        for s in &retired {
+            self.cache.evict_segment(s.seq, s.block_count());
+        }
+        // The commit is durable; a failure to delete an old generation is not a commit
+        // failure. It is retried after the next commit and at the next open.
+        if let Err(e) = self.collect_garbage() {
+            eprintln!("butter_db: could not delete an old generation (will retry): {e}");
+        }
+        Ok(info)
+    }
+}
+
+/// How many of the newest segments to merge with a memtable: while the data gathered so far is
+/// at least 1/MERGE_RATIO of the next older segment, or too many segments would remain.
+fn merge_count(mem: &Memtable, segments: &[Arc<Segment>]) -> usize {
+    let mut acc: u64 = mem
+        .iter()
+        .map(|(k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len()) + 6) as u64)
+        .sum();
+    let mut n = 0;
+    for s in segments {
+        let too_many = segments.len() - n >= MAX_SEGMENTS_PER_TABLE;
+        if acc * MERGE_RATIO >= s.file_len || too_many {
+            acc += s.file_len;
+            n += 1;
+        } else {
+            break;
+        }
+    }
+    n
+}
+
+/// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
+fn merge_into(
+    builder: &mut SegmentBuilder,
+    mem: &Memtable,
+    inputs: &[Arc<Segment>],
+    drop_tombstones: bool,
+) -> Result<()> {
+    let mut mem_it = mem.iter().peekable();
+    let mut its: Vec<_> = inputs.iter().map(|s| s.iter()).collect();
+    let mut key = Vec::new();
+    loop {
+        // The smallest head key; on ties the newest source (memtable, then segments in
+        // order) wins.
+        key.clear();
+        let mut winner: Option<usize> = None;
+        if let Some((k, _)) = mem_it.peek() {
+            key.extend_from_slice(k);
+            winner = Some(0);
+        }
+        for (j, it) in its.iter_mut().enumerate() {
+            if let Some((k, _)) = it.peek()? {
+                if winner.is_none() || k < key.as_slice() {
+                    key.clear();
+                    key.extend_from_slice(k);
+                    winner = Some(j + 1);
+                }
+            }
+        }
+        let Some(w) = winner else { break };
+        if w == 0 {
+            if let Some((_, v)) = mem_it.next() {
+                if v.is_some() || !drop_tombstones {
+                    builder.add(&key, v.as_deref())?;
+                }
+            }
+        }
+        for (j, it) in its.iter_mut().enumerate() {
+            let same = matches!(it.peek()?, Some((k, _)) if k == key.as_slice());
+            if !same {
+                continue;
+            }
+            if w == j + 1 {
+                if let Some((_, v)) = it.peek()? {
+                    if v.is_some() || !drop_tombstones {
+                        builder.add(&key, v)?;
+                    }
+                }
+            }
+            it.advance();
+        }
+    }
+    Ok(())
+}
+
+/// Write `live/MANIFEST` by writing a temporary file and renaming it into place.
+fn write_manifest(fs: &dyn Fs, live: &Path, manifest: &Manifest) -> Result<u64> {
+    let tmp = live.join(MANIFEST_TMP_FILE);
+    let dst = live.join(MANIFEST_FILE);
+    if tmp.exists() {
+        fs.remove_file(&tmp)
+            .map_err(|e| Error::io("unlink", &tmp, e))?;
+    }
+    let bytes = manifest.encode();
+    fs.write_new_file(&tmp, &bytes)
+        .map_err(|e| Error::io("write", &tmp, e))?;
+    fs.rename(&tmp, &dst)
+        .map_err(|e| Error::io("rename", &dst, e))?;
+    Ok(bytes.len() as u64)
+}
+
+/// The generation numbers present under `root`, ascending.
+fn list_generations(root: &Path) -> Result<Vec<u64>> {
+    let mut gens = Vec::new();
+    let rd = std::fs::read_dir(root).map_err(|e| Error::io("list", root, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", root, e))?;
+        if let Some(g) = entry.file_name().to_str().and_then(parse_gen_name) {
+            gens.push(g);
+        }
+    }
+    gens.sort_unstable();
+    Ok(gens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_names_sort_and_parse() {
+        assert_eq!(gen_name(7), "gen-00000000000000000007");
+        assert_eq!(parse_gen_name(&gen_name(u64::MAX)), Some(u64::MAX));
+        assert_eq!(parse_gen_name("gen-7"), None);
+        assert_eq!(parse_gen_name("gen-0000000000000000000x"), None);
+        assert!(gen_name(9) < gen_name(10));
+    }
+}

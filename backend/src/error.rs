@@ -1,0 +1,139 @@
+//! Errors.
+
+use std::path::PathBuf;
+
+/// A `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, by cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database directory is not on btrfs.
+    #[error(
+        "{path} is on {found} (statfs magic {magic:#x}), not btrfs; butter_db needs btrfs for \
+         atomic snapshots. Make one with: truncate -s 8G img && mkfs.btrfs -q -f -m single img \
+         && mount -o loop,noatime img DIR"
+    )]
+    NotBtrfs {
+        /// The directory.
+        path: PathBuf,
+        /// Name of the filesystem found.
+        found: &'static str,
+        /// Its statfs magic number.
+        magic: u64,
+    },
+    /// btrfs refused to create a subvolume or snapshot here.
+    #[error("cannot create btrfs subvolumes under {path}: {source}")]
+    NotSubvolumeCapable {
+        /// The directory.
+        path: PathBuf,
+        /// What btrfs said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The process may not read or write the database directory.
+    #[error("permission denied: {op} {path}: {source}")]
+    PermissionDenied {
+        /// The operation.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the database's writer lock.
+    #[error("database {path} is locked by another process (lock file {lock})")]
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// The filesystem is full. The transaction was not committed; the database stays at its
+    /// last commit. Reopen to write again.
+    #[error("disk full during {op} {path}")]
+    DiskFull {
+        /// The operation.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// Any other I/O error.
+    #[error("I/O error during {op} {path}: {source}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file's checksum does not match its contents.
+    #[error(
+        "checksum mismatch in {path} at byte {offset}: expected {expected:#010x}, got {got:#010x}"
+    )]
+    ChecksumMismatch {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the checksummed region.
+        offset: u64,
+        /// Stored checksum.
+        expected: u32,
+        /// Computed checksum.
+        got: u32,
+    },
+    /// A file is malformed or truncated.
+    #[error("corrupt file {path}: {reason}")]
+    Corrupted {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file was written by an unknown (newer) format version.
+    #[error("{path} has format version {found}; this build reads version {supported}")]
+    UnsupportedFormatVersion {
+        /// The file.
+        path: PathBuf,
+        /// Version found.
+        found: u32,
+        /// Version this build understands.
+        supported: u32,
+    },
+    /// A table handle from another environment, or a name that is not a table.
+    #[error("no table {0:?} in this environment")]
+    TableNotFound(String),
+    /// A key longer than the format allows.
+    #[error("key of {0} bytes is longer than the maximum of 65535")]
+    KeyTooLong(usize),
+    /// A previous commit failed; writes are refused until the environment is reopened.
+    #[error("environment is poisoned by an earlier failed commit; reopen it")]
+    Poisoned,
+    /// A cursor operation needed a current entry.
+    #[error("cursor is not positioned on an entry")]
+    CursorUnpositioned,
+}
+
+impl Error {
+    /// Wrap an I/O error with the operation and path, mapping ENOSPC and EACCES/EPERM to their
+    /// own variants.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        let path = path.into();
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull { op, path },
+            Some(libc::EACCES) | Some(libc::EPERM) => Error::PermissionDenied { op, path, source },
+            _ => Error::Io { op, path, source },
+        }
+    }
+
+    /// A [`Error::Corrupted`] for `path`.
+    pub(crate) fn corrupted(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Corrupted {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The manifest: which tables exist and which segment files hold each one, for one generation.
+//!
+//! ```text
+//! MANIFEST (live/MANIFEST, and so gen-N/MANIFEST)
+//! OFFSET   SIZE  DESCRIPTION
+//! 0        8     magic "BTRMANI1"
+//! 8        4     format version u32 (FORMAT_VERSION)
+//! 12       4     table format u32: 0 = segments, 1 = SQLite files
+//! 16       8     generation u64 (N of the gen-N snapshot this manifest is committed as)
+//! 24       8     next segment sequence number u64
+//! 32       4     table count u32
+//! 36       ...   per table:
+//!                  name_len u16 | name (UTF-8) | segment count u32 |
+//!                  per segment, newest first: seq u64 | file_len u64 | entry_count u64
+//! len-4    4     crc32 of bytes [0, len-4)
+//! ```
+//! All integers little-endian.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Version of the manifest (and of the database as a whole).
+pub(crate) const FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"BTRMANI1";
+const MAGIC_OFFSET: usize = 0;
+const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
+const TABLE_FORMAT_OFFSET: usize = VERSION_OFFSET + 4;
+const GENERATION_OFFSET: usize = TABLE_FORMAT_OFFSET + 4;
+const NEXT_SEQ_OFFSET: usize = GENERATION_OFFSET + 8;
+const TABLE_COUNT_OFFSET: usize = NEXT_SEQ_OFFSET + 8;
+const TABLES_OFFSET: usize = TABLE_COUNT_OFFSET + 4;
+
+/// A segment as the manifest records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentMeta {
+    pub(crate) seq: u64,
+    pub(crate) file_len: u64,
+    pub(crate) entries: u64,
+}
+
+/// One table's entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableMeta {
+    pub(crate) name: String,
+    /// Newest first.
+    pub(crate) segments: Vec<SegmentMeta>,
+}
+
+/// A decoded manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Manifest {
+    pub(crate) table_format: u32,
+    pub(crate) generation: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) tables: Vec<TableMeta>,
+}
+
+impl Manifest {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(64 + self.tables.len() * 64);
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&self.table_format.to_le_bytes());
+        b.extend_from_slice(&self.generation.to_le_bytes());
+        b.extend_from_slice(&self.next_seq.to_le_bytes());
+        b.extend_from_slice(&(self.tables.len() as u32).to_le_bytes());
+        for t in &self.tables {
+            b.extend_from_slice(&(t.name.len() as u16).to_le_bytes());
+            b.extend_from_slice(t.name.as_bytes());
+            b.extend_from_slice(&(t.segments.len() as u32).to_le_bytes());
+            for s in &t.segments {
+                b.extend_from_slice(&s.seq.to_le_bytes());
+                b.extend_from_slice(&s.file_len.to_le_bytes());
+                b.extend_from_slice(&s.entries.to_le_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<Manifest> {
+        let bad = |reason: &str| Error::corrupted(path, reason.to_string());
+        if bytes.len() < TABLES_OFFSET + 4 {
+            return Err(bad("manifest shorter than its header (truncated?)"));
+        }
+        if bytes.get(..8) != Some(MAGIC.as_slice()) {
+            return Err(bad("not a butter_db manifest (bad magic)"));
+        }
+        let body_len = bytes.len() - 4;
+        let stored = read_u32(bytes, body_len).ok_or_else(|| bad("no checksum"))?;
+        let got = crc32fast::hash(&bytes[..body_len]);
+        if stored != got {
+            return Err(Error::ChecksumMismatch {
+                path: path.into(),
+                offset: 0,
+                expected: stored,
+                got,
+            });
+        }
+        let version = read_u32(bytes, VERSION_OFFSET).ok_or_else(|| bad("no version"))?;
+        if version != FORMAT_VERSION {
+            return Err(Error::UnsupportedFormatVersion {
+                path: path.into(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let body = &bytes[..body_len];
+        let table_format = read_u32(body, TABLE_FORMAT_OFFSET).ok_or_else(|| bad("header"))?;
+        let generation = read_u64(body, GENERATION_OFFSET).ok_or_else(|| bad("header"))?;
+        let next_seq = read_u64(body, NEXT_SEQ_OFFSET).ok_or_else(|| bad("header"))?;
+        let count = read_u32(body, TABLE_COUNT_OFFSET).ok_or_else(|| bad("header"))?;
+        let mut at = TABLES_OFFSET;
+        let mut tables = Vec::new();
+        for _ in 0..count {
+            let trunc = || bad("truncated table list");
+            let nlen = read_u16(body, at).ok_or_else(trunc)? as usize;
+            let name = body.get(at + 2..at + 2 + nlen).ok_or_else(trunc)?;
+            let name = std::str::from_utf8(name).map_err(|_| bad("table name not UTF-8"))?;
+            at += 2 + nlen;
+            let nseg = read_u32(body, at).ok_or_else(trunc)?;
+            at += 4;
+            let mut segments = Vec::new();
+            for _ in 0..nseg {
+                let seq = read_u64(body, at).ok_or_else(trunc)?;
+                let file_len = read_u64(body, at + 8).ok_or_else(trunc)?;
+                let entries = read_u64(body, at + 16).ok_or_else(trunc)?;
+                if seq >= next_seq {
+                    return Err(bad("segment number beyond the next sequence number"));
+                }
+                segments.push(SegmentMeta {
+                    seq,
+                    file_len,
+                    entries,
+                });
+                at += 24;
+            }
+            tables.push(TableMeta {
+                name: name.to_string(),
+                segments,
+            });
+        }
+        if at != body.len() {
+            return Err(bad("trailing bytes after the table list"));
+        }
+        Ok(Manifest {
+            table_format,
+            generation,
+            next_seq,
+            tables,
+        })
+    }
+}
+
+fn read_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+fn read_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+fn read_u64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest {
+            table_format: 0,
+            generation: 42,
+            next_seq: 10,
+            tables: vec![
+                TableMeta {
+                    name: "attesters".into(),
+                    segments: vec![
+                        SegmentMeta {
+                            seq: 9,
+                            file_len: 100,
+                            entries: 3,
+                        },
+                        SegmentMeta {
+                            seq: 2,
+                            file_len: 5000,
+                            entries: 300,
+                        },
+                    ],
+                },
+                TableMeta {
+                    name: "metadata".into(),
+                    segments: vec![],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let m = sample();
+        assert_eq!(Manifest::decode(&m.encode(), Path::new("m")).unwrap(), m);
+    }
+
+    #[test]
+    fn every_truncation_and_bit_flip_is_rejected() {
+        let bytes = sample().encode();
+        for len in 0..bytes.len() {
+            assert!(
+                Manifest::decode(&bytes[..len], Path::new("m")).is_err(),
+                "len {len}"
+            );
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x08;
+            assert!(Manifest::decode(&b, Path::new("m")).is_err(), "flip at {i}");
+        }
+    }
+
+    #[test]
+    fn future_version_is_a_typed_error() {
+        let mut b = sample().encode();
+        b[VERSION_OFFSET] = 2;
+        let l = b.len();
+        let crc = crc32fast::hash(&b[..l - 4]);
+        b[l - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            Manifest::decode(&b, Path::new("m")),
+            Err(Error::UnsupportedFormatVersion {
+                found: 2,
+                supported: 1,
+                ..
+            })
+        ));
+    }
+}

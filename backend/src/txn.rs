@@ -1,0 +1,456 @@
+//! Transactions and cursors.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+
+use crate::env::{CommitInfo, Env, Version, WriterState};
+use crate::error::{Error, Result};
+use crate::segment::Segment;
+
+/// A table's uncommitted writes: key → value, or `None` for a deletion.
+pub(crate) type Memtable = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
+
+/// A table of one environment. Cheap to copy; checked against the environment at every use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TableHandle {
+    env_id: u64,
+    index: usize,
+}
+
+impl TableHandle {
+    pub(crate) fn new(env_id: u64, index: usize) -> Self {
+        TableHandle { env_id, index }
+    }
+}
+
+/// A read-only view of one table: an optional memtable over segments (newest first).
+#[derive(Debug, Clone, Copy)]
+struct TableView<'a> {
+    mem: Option<&'a Memtable>,
+    segments: &'a [Arc<Segment>],
+}
+
+impl<'a> TableView<'a> {
+    fn get(&self, key: &[u8]) -> Result<Option<Cow<'a, [u8]>>> {
+        if let Some(mem) = self.mem {
+            if let Some(v) = mem.get(key) {
+                return Ok(v.as_deref().map(Cow::Borrowed));
+            }
+        }
+        for seg in self.segments {
+            if let Some((block, i)) = seg.lookup(key)? {
+                return Ok(block.value(i).map(|v| Cow::Owned(v.to_vec())));
+            }
+        }
+        Ok(None)
+    }
+
+    fn contains(&self, key: &[u8]) -> Result<bool> {
+        if let Some(mem) = self.mem {
+            if let Some(v) = mem.get(key) {
+                return Ok(v.is_some());
+            }
+        }
+        for seg in self.segments {
+            if let Some((block, i)) = seg.lookup(key)? {
+                return Ok(block.value(i).is_some());
+            }
+        }
+        Ok(false)
+    }
+
+    /// The smallest live key after `from` (>= if `inclusive`), or the first key if `from` is
+    /// `None`.
+    fn next_live(&self, from: Option<&[u8]>, inclusive: bool) -> Result<Option<Vec<u8>>> {
+        let mut cur: Option<Vec<u8>> = from.map(<[u8]>::to_vec);
+        let mut incl = inclusive;
+        loop {
+            let mut best: Option<Vec<u8>> = None;
+            let mut consider = |k: &[u8]| {
+                if best.as_deref().is_none_or(|b| k < b) {
+                    best = Some(k.to_vec());
+                }
+            };
+            if let Some(mem) = self.mem {
+                let lower = match &cur {
+                    None => Bound::Unbounded,
+                    Some(k) if incl => Bound::Included(k.as_slice()),
+                    Some(k) => Bound::Excluded(k.as_slice()),
+                };
+                if let Some((k, _)) = mem.range::<[u8], _>((lower, Bound::Unbounded)).next() {
+                    consider(k);
+                }
+            }
+            for seg in self.segments {
+                let pos = match &cur {
+                    None => seg.seek_ge(&[], true)?,
+                    Some(k) => seg.seek_ge(k, incl)?,
+                };
+                if let Some(p) = pos {
+                    consider(seg.block(p.block)?.key(p.entry));
+                }
+            }
+            let Some(candidate) = best else {
+                return Ok(None);
+            };
+            if self.contains(&candidate)? {
+                return Ok(Some(candidate));
+            }
+            cur = Some(candidate);
+            incl = false;
+        }
+    }
+
+    /// The largest live key before `before`, or the last key if `before` is `None`.
+    fn prev_live(&self, before: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        let mut cur: Option<Vec<u8>> = before.map(<[u8]>::to_vec);
+        loop {
+            let mut best: Option<Vec<u8>> = None;
+            let mut consider = |k: &[u8]| {
+                if best.as_deref().is_none_or(|b| k > b) {
+                    best = Some(k.to_vec());
+                }
+            };
+            if let Some(mem) = self.mem {
+                let upper = match &cur {
+                    None => Bound::Unbounded,
+                    Some(k) => Bound::Excluded(k.as_slice()),
+                };
+                if let Some((k, _)) = mem.range::<[u8], _>((Bound::Unbounded, upper)).next_back() {
+                    consider(k);
+                }
+            }
+            for seg in self.segments {
+                if let Some(p) = seg.seek_lt(cur.as_deref())? {
+                    consider(seg.block(p.block)?.key(p.entry));
+                }
+            }
+            let Some(candidate) = best else {
+                return Ok(None);
+            };
+            if self.contains(&candidate)? {
+                return Ok(Some(candidate));
+            }
+            cur = Some(candidate);
+        }
+    }
+}
+
+fn table_index(env: &Env, t: TableHandle, count: usize) -> Result<usize> {
+    if t.env_id != env.id || t.index >= count {
+        return Err(Error::TableNotFound(format!("{t:?}")));
+    }
+    Ok(t.index)
+}
+
+/// The write transaction. Dropping it without [`WriteTxn::commit`] aborts it: nothing it wrote
+/// becomes visible. Only one exists at a time per environment.
+#[derive(Debug)]
+pub struct WriteTxn<'env> {
+    env: &'env Env,
+    _writer: MutexGuard<'env, WriterState>,
+    base: Arc<Version>,
+    new_tables: Vec<String>,
+    memtables: Vec<Memtable>,
+}
+
+impl<'env> WriteTxn<'env> {
+    pub(crate) fn new(
+        env: &'env Env,
+        writer: MutexGuard<'env, WriterState>,
+        base: Arc<Version>,
+    ) -> Self {
+        let memtables = (0..base.tables.len()).map(|_| Memtable::new()).collect();
+        WriteTxn {
+            env,
+            _writer: writer,
+            base,
+            new_tables: Vec::new(),
+            memtables,
+        }
+    }
+
+    /// The generation this transaction reads from.
+    pub fn base_generation(&self) -> u64 {
+        self.base.generation
+    }
+
+    /// Open a table, creating it in this transaction if it does not exist.
+    ///
+    /// # Errors
+    /// Never for now; reserved for name validation.
+    pub fn create_table(&mut self, name: &str) -> Result<TableHandle> {
+        let existing = self
+            .base
+            .tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(self.new_tables.iter().map(String::as_str))
+            .position(|n| n == name);
+        let index = match existing {
+            Some(i) => i,
+            None => {
+                self.new_tables.push(name.to_string());
+                self.memtables.push(Memtable::new());
+                self.memtables.len() - 1
+            }
+        };
+        Ok(TableHandle::new(self.env.id, index))
+    }
+
+    fn view(&self, index: usize) -> TableView<'_> {
+        TableView {
+            mem: self.memtables.get(index),
+            segments: self
+                .base
+                .tables
+                .get(index)
+                .map_or(&[], |t| t.segments.as_slice()),
+        }
+    }
+
+    fn index(&self, t: TableHandle) -> Result<usize> {
+        table_index(self.env, t, self.memtables.len())
+    }
+
+    /// Look up a key, seeing this transaction's own writes.
+    ///
+    /// # Errors
+    /// Unknown table, I/O or corruption while reading a segment.
+    pub fn get(&self, t: TableHandle, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
+        let i = self.index(t)?;
+        self.view(i).get(key)
+    }
+
+    /// Insert or overwrite.
+    ///
+    /// # Errors
+    /// Unknown table; a key longer than 65,535 bytes.
+    pub fn put(&mut self, t: TableHandle, key: &[u8], value: &[u8]) -> Result<()> {
+        let i = self.index(t)?;
+        if key.len() > usize::from(u16::MAX) {
+            return Err(Error::KeyTooLong(key.len()));
+        }
+        if let Some(m) = self.memtables.get_mut(i) {
+            m.insert(key.into(), Some(value.into()));
+        }
+        Ok(())
+    }
+
+    /// Delete a key (a missing key is fine).
+    ///
+    /// # Errors
+    /// Unknown table.
+    pub fn delete(&mut self, t: TableHandle, key: &[u8]) -> Result<()> {
+        let i = self.index(t)?;
+        let needs_tombstone = !self.view(i).segments.is_empty();
+        if let Some(m) = self.memtables.get_mut(i) {
+            if needs_tombstone {
+                m.insert(key.into(), None);
+            } else {
+                m.remove(key);
+            }
+        }
+        Ok(())
+    }
+
+    /// An unpositioned cursor over one table.
+    ///
+    /// # Errors
+    /// Unknown table.
+    pub fn cursor(&mut self, t: TableHandle) -> Result<Cursor<'_, 'env>> {
+        let index = self.index(t)?;
+        Ok(Cursor {
+            txn: self,
+            index,
+            state: State::Unpositioned,
+        })
+    }
+
+    /// Make every write of this transaction durable and visible, atomically.
+    ///
+    /// # Errors
+    /// On any error nothing of this transaction is committed, unless the error came after
+    /// the snapshot ioctl returned (it cannot: later steps only log failures). The environment
+    /// is poisoned and refuses writes until reopened.
+    pub fn commit(self) -> Result<CommitInfo> {
+        self.env
+            .commit(&self.base, &self.new_tables, &self.memtables)
+    }
+
+    /// Discard every write (the same as dropping the transaction).
+    pub fn abort(self) {}
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Unpositioned,
+    At(Vec<u8>),
+    End,
+}
+
+/// A cursor inside a [`WriteTxn`]. Starts unpositioned.
+#[derive(Debug)]
+pub struct Cursor<'txn, 'env> {
+    txn: &'txn mut WriteTxn<'env>,
+    index: usize,
+    state: State,
+}
+
+impl Cursor<'_, '_> {
+    fn view(&self) -> TableView<'_> {
+        self.txn.view(self.index)
+    }
+
+    fn set(&mut self, key: Option<Vec<u8>>) -> Option<Vec<u8>> {
+        self.state = match &key {
+            Some(k) => State::At(k.clone()),
+            None => State::End,
+        };
+        key
+    }
+
+    /// Move to the smallest key.
+    ///
+    /// # Errors
+    /// I/O or corruption.
+    pub fn first(&mut self) -> Result<Option<Vec<u8>>> {
+        let k = self.view().next_live(None, true)?;
+        Ok(self.set(k))
+    }
+
+    /// Move to the largest key (including this transaction's writes).
+    ///
+    /// # Errors
+    /// I/O or corruption.
+    pub fn last(&mut self) -> Result<Option<Vec<u8>>> {
+        let k = self.view().prev_live(None)?;
+        Ok(self.set(k))
+    }
+
+    /// Move to the next key; `None` at the end.
+    ///
+    /// # Errors
+    /// [`Error::CursorUnpositioned`] if never positioned; I/O or corruption.
+    pub fn next(&mut self) -> Result<Option<Vec<u8>>> {
+        let k = match &self.state {
+            State::Unpositioned => return Err(Error::CursorUnpositioned),
+            State::End => return Ok(None),
+            State::At(k) => self.view().next_live(Some(k), false)?,
+        };
+        Ok(self.set(k))
+    }
+
+    /// Move to the smallest key >= `key`.
+    ///
+    /// # Errors
+    /// I/O or corruption.
+    pub fn seek(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let k = self.view().next_live(Some(key), true)?;
+        Ok(self.set(k))
+    }
+
+    /// The entry under the cursor.
+    ///
+    /// # Errors
+    /// I/O or corruption.
+    pub fn current(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        match &self.state {
+            State::At(k) => Ok(self.view().get(k)?.map(|v| (k.clone(), v.into_owned()))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Delete the entry under the cursor and move to its successor.
+    ///
+    /// # Errors
+    /// [`Error::CursorUnpositioned`] without a current entry.
+    pub fn delete_current(&mut self) -> Result<()> {
+        let State::At(k) = &self.state else {
+            return Err(Error::CursorUnpositioned);
+        };
+        let k = k.clone();
+        let t = TableHandle::new(self.txn.env.id, self.index);
+        self.txn.delete(t, &k)?;
+        let next = self.view().next_live(Some(&k), false)?;
+        self.set(next);
+        Ok(())
+    }
+
+    /// Insert or overwrite, and move the cursor to `key`.
+    ///
+    /// # Errors
+    /// A key longer than 65,535 bytes.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let t = TableHandle::new(self.txn.env.id, self.index);
+        self.txn.put(t, key, value)?;
+        self.state = State::At(key.to_vec());
+        Ok(())
+    }
+}
+
+/// A read transaction: a consistent view of one committed generation. It never blocks the
+/// writer, and the generation's files are not deleted while it lives.
+#[derive(Debug)]
+pub struct ReadTxn<'env> {
+    env: &'env Env,
+    version: Arc<Version>,
+}
+
+impl<'env> ReadTxn<'env> {
+    pub(crate) fn new(env: &'env Env, version: Arc<Version>) -> Self {
+        ReadTxn { env, version }
+    }
+
+    /// The generation this transaction sees.
+    pub fn generation(&self) -> u64 {
+        self.version.generation
+    }
+
+    fn view(&self, t: TableHandle) -> Result<TableView<'_>> {
+        let i = table_index(self.env, t, usize::MAX)?;
+        Ok(TableView {
+            mem: None,
+            segments: self
+                .version
+                .tables
+                .get(i)
+                .map_or(&[], |t| t.segments.as_slice()),
+        })
+    }
+
+    /// Look up a key.
+    ///
+    /// # Errors
+    /// Unknown table, I/O or corruption.
+    pub fn get(&self, t: TableHandle, key: &[u8]) -> Result<Option<Cow<'_, [u8]>>> {
+        self.view(t)?.get(key)
+    }
+
+    /// Every entry of a table with key >= `from`, in key order (for scans and tests).
+    ///
+    /// # Errors
+    /// Unknown table, I/O or corruption.
+    pub fn scan(&self, t: TableHandle, from: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let view = self.view(t)?;
+        let mut out = Vec::new();
+        let mut k = view.next_live(Some(from), true)?;
+        while let Some(key) = k {
+            if let Some(v) = view.get(&key)? {
+                out.push((key.clone(), v.into_owned()));
+            }
+            k = view.next_live(Some(&key), false)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for ReadTxn<'_> {
+    fn drop(&mut self) {
+        self.env.unpin(self.version.generation);
+    }
+}

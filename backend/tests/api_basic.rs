@@ -1,0 +1,142 @@
+//! Basic engine behaviour on real btrfs: commit, abort, reopen, read isolation, file counts,
+//! typed errors.
+
+mod common;
+
+use butter_db::{Env, Error};
+
+#[test]
+fn commit_abort_reopen() {
+    let Some(dir) = common::btrfs_dir("commit_abort_reopen") else {
+        return;
+    };
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.create_table("t").unwrap();
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"a", b"1").unwrap();
+    w.put(t, b"b", b"2").unwrap();
+    assert_eq!(w.get(t, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    let info = w.commit().unwrap();
+    assert_eq!(info.generation, 2);
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"c", b"3").unwrap();
+    w.delete(t, b"a").unwrap();
+    drop(w);
+    let r = env.begin_read();
+    assert_eq!(
+        r.scan(t, b"").unwrap(),
+        vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"2".to_vec())
+        ]
+    );
+    drop(r);
+    let mut w = env.begin_write().unwrap();
+    w.delete(t, b"a").unwrap();
+    w.put(t, b"c", b"3").unwrap();
+    w.commit().unwrap();
+    drop(env);
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.table("t").unwrap();
+    let r = env.begin_read();
+    assert_eq!(
+        r.scan(t, b"").unwrap(),
+        vec![
+            (b"b".to_vec(), b"2".to_vec()),
+            (b"c".to_vec(), b"3".to_vec())
+        ]
+    );
+}
+
+#[test]
+fn readers_keep_their_generation() {
+    let Some(dir) = common::btrfs_dir("readers_keep_their_generation") else {
+        return;
+    };
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.create_table("t").unwrap();
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"k", b"old").unwrap();
+    w.commit().unwrap();
+    let r = env.begin_read();
+    let g = r.generation();
+    for i in 0..20u32 {
+        let mut w = env.begin_write().unwrap();
+        w.put(t, b"k", format!("new{i}").as_bytes()).unwrap();
+        w.put(t, &i.to_be_bytes(), &[0u8; 100]).unwrap();
+        w.commit().unwrap();
+    }
+    assert_eq!(r.get(t, b"k").unwrap().as_deref(), Some(&b"old"[..]));
+    assert!(
+        dir.path.join(format!("gen-{g:020}")).exists(),
+        "pinned generation was deleted"
+    );
+    drop(r);
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"k", b"last").unwrap();
+    w.commit().unwrap();
+    assert!(
+        !dir.path.join(format!("gen-{g:020}")).exists(),
+        "unpinned generation kept"
+    );
+    let gens = std::fs::read_dir(&dir.path)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("gen-")
+        })
+        .count();
+    assert_eq!(gens, 1);
+}
+
+#[test]
+fn one_million_keys_stay_in_few_files() {
+    let Some(dir) = common::btrfs_dir("one_million_keys") else {
+        return;
+    };
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.create_table("t").unwrap();
+    for batch in 0..10u64 {
+        let mut w = env.begin_write().unwrap();
+        for i in 0..100_000u64 {
+            let k = (batch * 100_000 + i).to_be_bytes();
+            w.put(t, &k, &i.to_le_bytes()).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let live_files = std::fs::read_dir(dir.path.join("live")).unwrap().count();
+    assert!(live_files < 1000, "{live_files} files in live/");
+    let r = env.begin_read();
+    for probe in [0u64, 1, 99_999, 100_000, 543_210, 999_999] {
+        let v = r.get(t, &probe.to_be_bytes()).unwrap().expect("present");
+        assert_eq!(v.as_ref(), &(probe % 100_000).to_le_bytes());
+    }
+    assert!(r.get(t, &1_000_000u64.to_be_bytes()).unwrap().is_none());
+}
+
+#[test]
+fn second_process_open_is_locked() {
+    let Some(dir) = common::btrfs_dir("second_open_is_locked") else {
+        return;
+    };
+    let _env = Env::open_path(&dir.path).unwrap();
+    // flock is per open file description, so a second open in this process conflicts too.
+    let err = Env::open_path(&dir.path).unwrap_err();
+    assert!(matches!(err, Error::Locked { .. }), "{err}");
+}
+
+#[test]
+fn not_btrfs_is_a_typed_error() {
+    let dir =
+        std::path::Path::new("/dev/shm").join(format!("butter-not-btrfs-{}", std::process::id()));
+    let err = Env::open_path(&dir).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        matches!(err, Error::NotBtrfs { found: "tmpfs", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("mkfs.btrfs"), "{err}");
+}
