@@ -133,12 +133,13 @@ impl BtrfsFs {
     /// 3. If still refused: remove everything inside it (nested subvolumes recursively, in the
     ///    same way) and `rmdir` it.
     ///
+    /// Subvolumes nested inside it are deleted first when `SNAP_DESTROY` reports `ENOTEMPTY`.
     /// Refuses with [`io::ErrorKind::InvalidInput`] if `path` is not a subvolume root, so the
     /// fallback never empties an ordinary directory. Not durable by itself.
     pub fn delete_subvolume_reporting(&self, path: &Path) -> io::Result<Deletion> {
         let (parent_path, name) = parent_and_name(path)?;
         let parent = open_dir(parent_path)?;
-        match destroy(&parent, name) {
+        match self.destroy_with_nested(&parent, name, path) {
             Ok(()) => {
                 return Ok(Deletion::Destroyed {
                     cleared_readonly: false,
@@ -156,7 +157,7 @@ impl BtrfsFs {
         let cleared_readonly = flags & sys::BTRFS_SUBVOL_RDONLY != 0;
         if cleared_readonly {
             sys::set_subvol_flags(root.as_fd(), flags & !sys::BTRFS_SUBVOL_RDONLY)?;
-            match destroy(&parent, name) {
+            match self.destroy_with_nested(&parent, name, path) {
                 Ok(()) => return Ok(Deletion::Destroyed { cleared_readonly }),
                 Err(e) if refused(&e) => {}
                 Err(e) => return Err(e),
@@ -164,24 +165,41 @@ impl BtrfsFs {
         }
         drop(root);
 
-        self.remove_contents(path)?;
+        self.remove_contents(path, false)?;
         std::fs::remove_dir(path)?;
         Ok(Deletion::EmptiedAndRemoved { cleared_readonly })
     }
 
-    /// Removes everything inside the directory `dir`; nested subvolumes are deleted with
+    /// [`destroy`]; if the kernel answers `ENOTEMPTY` (the subvolume holds other subvolumes),
+    /// deletes those and tries once more.
+    fn destroy_with_nested(&self, parent: &File, name: &OsStr, path: &Path) -> io::Result<()> {
+        match destroy(parent, name) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                self.remove_contents(path, true)?;
+                destroy(parent, name)
+            }
+            other => other,
+        }
+    }
+
+    /// Removes everything inside the directory `dir`, or with `only_subvolumes` just the
+    /// subvolumes anywhere below it. Nested subvolumes are deleted with
     /// [`BtrfsFs::delete_subvolume_reporting`]. Symlinks are removed, never followed.
-    fn remove_contents(&self, dir: &Path) -> io::Result<()> {
+    fn remove_contents(&self, dir: &Path, only_subvolumes: bool) -> io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
             let path = entry.path();
             if !entry.file_type()?.is_dir() {
-                std::fs::remove_file(&path)?;
+                if !only_subvolumes {
+                    std::fs::remove_file(&path)?;
+                }
             } else if sys::is_subvolume_root(&path)? {
                 self.delete_subvolume_reporting(&path)?;
             } else {
-                self.remove_contents(&path)?;
-                std::fs::remove_dir(&path)?;
+                self.remove_contents(&path, only_subvolumes)?;
+                if !only_subvolumes {
+                    std::fs::remove_dir(&path)?;
+                }
             }
         }
         Ok(())
