@@ -66,7 +66,11 @@ impl IndexedAttestation {
         data: AttestationData,
         signature: SignatureBytes,
     ) -> Result<Self, ssz_types::Error> {
-        Ok(Self { attesting_indices: VariableList::new(indices)?, data, signature })
+        Ok(Self {
+            attesting_indices: VariableList::new(indices)?,
+            data,
+            signature,
+        })
     }
 
     /// Lighthouse's `attestation_data_hash`: the tree-hash root of `data` alone.

@@ -1,0 +1,522 @@
+//! The min and max target arrays (spec §2.6, §3.3): tiles, their encoding, and the per-batch
+//! update of one validator chunk.
+//!
+//! A tile covers C epochs × K validators. Its cell `validator_offset × C + chunk_offset` holds a
+//! distance `target − epoch` as a `u16`; the stored target is `epoch + cell`.
+//!
+//! Stored form: zlib (level 6, C zlib through flate2) of the bincode encoding of a `Vec<u16>`:
+//!
+//! | Offset | Size | Field |
+//! |---|---|---|
+//! | 0 | 8 | cell count, u64 LE (= C·K) |
+//! | 8 | 2·C·K | cells, u16 LE each |
+//!
+//! A missing key reads as a tile of neutral cells: `0xFFFF` for min ("no target yet"), `0` for
+//! max. Every tile loaded during a pass is written back at its end, changed or not.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{Read, Write};
+
+use bincode::Options;
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
+use flate2::Compression;
+
+use super::config::Config;
+use super::database::get_attestation_for_validator;
+use super::error::Error;
+use super::keys::{chunk_key, decode_epoch, encode_epoch, validator_key};
+use super::records::AttesterRecord;
+use super::types::AttesterSlashing;
+use crate::backend::RwTransaction;
+use crate::tables::OpenDatabases;
+
+/// Which of the two arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TargetArray {
+    /// `min_targets`: smallest target among attestations with a later source.
+    Min,
+    /// `max_targets`: largest target among attestations with an earlier source.
+    Max,
+}
+
+impl TargetArray {
+    /// The neutral cell value.
+    pub fn neutral(self) -> u16 {
+        match self {
+            TargetArray::Min => u16::MAX,
+            TargetArray::Max => 0,
+        }
+    }
+
+    /// The table name.
+    pub fn table_name(self) -> &'static str {
+        match self {
+            TargetArray::Min => crate::tables::MIN_TARGETS_DB,
+            TargetArray::Max => crate::tables::MAX_TARGETS_DB,
+        }
+    }
+}
+
+/// One tile: C·K distances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// The cells, `validator_offset × C + chunk_offset`.
+    pub data: Vec<u16>,
+}
+
+fn bincode_options(limit: u64) -> impl Options {
+    // Lighthouse's bincode 1.3 legacy configuration (fixed-width, little-endian, trailing bytes
+    // ignored), plus a size limit so a corrupt length cannot make us allocate without bound.
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_little_endian()
+        .allow_trailing_bytes()
+        .with_limit(limit)
+}
+
+impl Chunk {
+    /// A tile of neutral cells.
+    pub fn neutral(kind: TargetArray, config: &Config) -> Self {
+        Self {
+            data: vec![kind.neutral(); config.cells_per_chunk()],
+        }
+    }
+
+    /// The uncompressed bincode bytes (8-byte LE count, then u16 LE cells).
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] if bincode fails (it does not for a `Vec<u16>`).
+    pub fn to_raw_bytes(&self) -> Result<Vec<u8>, Error> {
+        bincode_options(u64::MAX)
+            .serialize(&self.data)
+            .map_err(|e| Error::corrupted("tile", e))
+    }
+
+    /// zlib (level 6) of the bincode bytes: the stored value.
+    ///
+    /// # Errors
+    /// [`Error::Compression`] on a zlib failure.
+    pub fn encode(&self) -> Result<Vec<u8>, Error> {
+        let raw = self.to_raw_bytes()?;
+        let mut encoder = ZlibEncoder::new(Vec::with_capacity(64), Compression::new(6));
+        encoder.write_all(&raw).map_err(Error::Compression)?;
+        encoder.finish().map_err(Error::Compression)
+    }
+
+    /// Decode a stored tile, streaming the inflater into bincode like Lighthouse (anything after
+    /// the cells is ignored), and check it holds exactly C·K cells.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] for a bad zlib stream or bincode payload;
+    /// [`Error::ChunkLengthMismatch`] for a wrong cell count.
+    pub fn decode(bytes: &[u8], config: &Config) -> Result<Self, Error> {
+        let expected = config.cells_per_chunk();
+        let limit = 8 + 2 * expected as u64;
+        let decoder = ZlibDecoder::new(bytes);
+        let data: Vec<u16> = bincode_options(limit)
+            .deserialize_from(decoder.take(limit))
+            .map_err(|e| match *e {
+                bincode::ErrorKind::SizeLimit => {
+                    Error::corrupted("tile", "cell count larger than C·K")
+                }
+                other => Error::corrupted("tile", other),
+            })?;
+        if data.len() != expected {
+            return Err(Error::ChunkLengthMismatch {
+                expected,
+                found: data.len(),
+            });
+        }
+        Ok(Self { data })
+    }
+
+    fn cell(&self, index: usize) -> Result<u16, Error> {
+        self.data
+            .get(index)
+            .copied()
+            .ok_or(Error::ChunkIndexOutOfBounds {
+                index,
+                len: self.data.len(),
+            })
+    }
+
+    fn cell_mut(&mut self, index: usize) -> Result<&mut u16, Error> {
+        let len = self.data.len();
+        self.data
+            .get_mut(index)
+            .ok_or(Error::ChunkIndexOutOfBounds { index, len })
+    }
+
+    /// The raw distance stored for `(validator, epoch)`.
+    ///
+    /// # Errors
+    /// [`Error::ChunkIndexOutOfBounds`].
+    pub fn distance(&self, validator: u64, epoch: u64, config: &Config) -> Result<u16, Error> {
+        self.cell(config.cell_index(validator, epoch))
+    }
+
+    /// The stored target `epoch + cell` (saturating; a neutral min cell reads as
+    /// `epoch + 65,535`, larger than any real target).
+    ///
+    /// # Errors
+    /// [`Error::ChunkIndexOutOfBounds`].
+    pub fn target(&self, validator: u64, epoch: u64, config: &Config) -> Result<u64, Error> {
+        Ok(epoch.saturating_add(u64::from(self.distance(validator, epoch, config)?)))
+    }
+
+    /// Store `target` for `(validator, epoch)` as a distance.
+    ///
+    /// # Errors
+    /// [`Error::DistanceTooLarge`] if `target − epoch ≥ 65,535`; [`Error::ChunkIndexOutOfBounds`].
+    pub fn set_target(
+        &mut self,
+        validator: u64,
+        epoch: u64,
+        target: u64,
+        config: &Config,
+    ) -> Result<(), Error> {
+        let distance = target
+            .checked_sub(epoch)
+            .ok_or(Error::ArithOverflow { what: "distance" })?;
+        let cell = u16::try_from(distance)
+            .ok()
+            .filter(|&d| d != u16::MAX)
+            .ok_or(Error::DistanceTooLarge { distance })?;
+        *self.cell_mut(config.cell_index(validator, epoch))? = cell;
+        Ok(())
+    }
+
+    /// Reset `(validator, epoch)` to the neutral value.
+    ///
+    /// # Errors
+    /// [`Error::ChunkIndexOutOfBounds`].
+    pub fn set_neutral(
+        &mut self,
+        kind: TargetArray,
+        validator: u64,
+        epoch: u64,
+        config: &Config,
+    ) -> Result<(), Error> {
+        *self.cell_mut(config.cell_index(validator, epoch))? = kind.neutral();
+        Ok(())
+    }
+}
+
+/// What the in-memory check of one (validator, attestation) found.
+#[derive(Debug)]
+enum Check {
+    NotSlashable,
+    /// A hit whose recorded partner does not form a surround: the validator has already
+    /// double-voted. No slashing, no update.
+    AlreadyDoubleVoted,
+    Slashable(Box<AttesterSlashing>),
+}
+
+/// The tiles of one array pass over one validator chunk, by chunk index.
+struct Pass<'a, T: RwTransaction> {
+    txn: &'a mut T,
+    dbs: &'a OpenDatabases<T::Database>,
+    config: &'a Config,
+    kind: TargetArray,
+    vci: u64,
+    updated: BTreeMap<usize, Chunk>,
+}
+
+impl<T: RwTransaction> Pass<'_, T> {
+    fn db(&self) -> T::Database {
+        match self.kind {
+            TargetArray::Min => self.dbs.min_targets_db,
+            TargetArray::Max => self.dbs.max_targets_db,
+        }
+    }
+
+    /// The tile at `chunk_index`, loading it (or a neutral one) the first time.
+    fn chunk(&mut self, chunk_index: usize) -> Result<&mut Chunk, Error> {
+        if !self.updated.contains_key(&chunk_index) {
+            let key = chunk_key(self.config.disk_key(self.vci, chunk_index)?);
+            let chunk = match self.txn.get(self.db(), &key)? {
+                Some(bytes) => Chunk::decode(&bytes, self.config)?,
+                None => Chunk::neutral(self.kind, self.config),
+            };
+            self.updated.insert(chunk_index, chunk);
+        }
+        self.updated
+            .get_mut(&chunk_index)
+            .ok_or(Error::ChunkIndexOutOfBounds {
+                index: chunk_index,
+                len: 0,
+            })
+    }
+
+    /// Reset cells `prev..=current` of every validator of the chunk that has a
+    /// `current_epochs` entry. Only the last H epochs of that range matter (older ones alias
+    /// the same cells), so the loop is capped at H epochs.
+    fn epoch_update(&mut self, current_epoch: u64) -> Result<(), Error> {
+        let window_start = current_epoch
+            .saturating_add(1)
+            .saturating_sub(self.config.history_length_u64());
+        for v in self.config.validator_indices_in_chunk(self.vci) {
+            let Some(bytes) = self
+                .txn
+                .get(self.dbs.current_epochs_db, &validator_key(v))?
+            else {
+                continue;
+            };
+            let prev = decode_epoch(&bytes, "current epoch")?;
+            let mut epoch = prev.max(window_start);
+            while epoch <= current_epoch {
+                let (kind, config) = (self.kind, self.config);
+                self.chunk(config.chunk_index(epoch))?
+                    .set_neutral(kind, v, epoch, config)?;
+                epoch += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Check, then (if not slashable) walk, for one validator and one attestation.
+    fn apply(
+        &mut self,
+        v: u64,
+        record: &AttesterRecord,
+        current_epoch: u64,
+    ) -> Result<Check, Error> {
+        let source = record.source();
+        let target = record.target();
+        let config = self.config;
+        let stored = self
+            .chunk(config.chunk_index(source))?
+            .target(v, source, config)?;
+        match self.kind {
+            TargetArray::Min if target > stored => {
+                let existing =
+                    get_attestation_for_validator(self.txn, self.dbs, config, v, stored)?;
+                if record.source() < existing.data.source.epoch {
+                    return Ok(Check::Slashable(Box::new(AttesterSlashing {
+                        attestation_1: record.attestation.clone(),
+                        attestation_2: existing,
+                    })));
+                }
+                return Ok(Check::AlreadyDoubleVoted);
+            }
+            TargetArray::Max if target < stored => {
+                let existing =
+                    get_attestation_for_validator(self.txn, self.dbs, config, v, stored)?;
+                if existing.data.source.epoch < record.source() {
+                    return Ok(Check::Slashable(Box::new(AttesterSlashing {
+                        attestation_1: existing,
+                        attestation_2: record.attestation.clone(),
+                    })));
+                }
+                return Ok(Check::AlreadyDoubleVoted);
+            }
+            _ => {}
+        }
+        match self.kind {
+            TargetArray::Min => self.walk_min(v, source, target, current_epoch)?,
+            TargetArray::Max => self.walk_max(v, source, target, current_epoch)?,
+        }
+        Ok(Check::NotSlashable)
+    }
+
+    /// Min walk: downwards from `source − 1`, while the new target is smaller than the stored
+    /// one, not below `c − (H − 1)`. Only if `source > c − H`.
+    fn walk_min(&mut self, v: u64, source: u64, target: u64, c: u64) -> Result<(), Error> {
+        let h = self.config.history_length_u64();
+        let chunk_size = self.config.chunk_size as u64;
+        if source <= c.saturating_sub(h) || source == 0 {
+            return Ok(());
+        }
+        let lowest = c.saturating_sub(h - 1);
+        let mut start = source - 1;
+        loop {
+            let config = self.config;
+            let chunk_index = config.chunk_index(start);
+            let chunk = self.chunk(chunk_index)?;
+            let mut epoch = start;
+            // Walk this tile; `epoch / C` identifies the tile in absolute epochs.
+            while epoch / chunk_size == start / chunk_size && epoch >= lowest {
+                if target < chunk.target(v, epoch, config)? {
+                    chunk.set_target(v, epoch, target, config)?;
+                    if epoch == 0 {
+                        return Ok(());
+                    }
+                    epoch -= 1;
+                } else {
+                    return Ok(());
+                }
+            }
+            if epoch < lowest {
+                return Ok(());
+            }
+            // `epoch` is now the last epoch of the previous tile.
+            start = epoch;
+        }
+    }
+
+    /// Max walk: upwards from `source + 1`, while the new target is larger than the stored one,
+    /// not beyond `c`. Only if `source < c`.
+    fn walk_max(&mut self, v: u64, source: u64, target: u64, c: u64) -> Result<(), Error> {
+        let chunk_size = self.config.chunk_size as u64;
+        if source >= c {
+            return Ok(());
+        }
+        let mut start = source + 1;
+        loop {
+            let config = self.config;
+            let chunk = self.chunk(config.chunk_index(start))?;
+            let mut epoch = start;
+            while epoch / chunk_size == start / chunk_size && epoch <= c {
+                if target > chunk.target(v, epoch, config)? {
+                    chunk.set_target(v, epoch, target, config)?;
+                    epoch += 1;
+                } else {
+                    return Ok(());
+                }
+            }
+            if epoch > c {
+                return Ok(());
+            }
+            start = epoch;
+        }
+    }
+
+    /// Write back every tile loaded, in ascending chunk index.
+    fn store(self) -> Result<usize, Error> {
+        let db = self.db();
+        let n = self.updated.len();
+        for (chunk_index, chunk) in &self.updated {
+            let key = chunk_key(self.config.disk_key(self.vci, *chunk_index)?);
+            self.txn.put(db, &key, &chunk.encode()?)?;
+        }
+        Ok(n)
+    }
+}
+
+/// Counters of one validator chunk's array update.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ArrayCounts {
+    pub(crate) tiles_written: usize,
+}
+
+/// Spec §3.2 step 6b for validator chunk `vci`: the Min pass, the Max pass, then
+/// `current_epochs` := `current_epoch` for all K validators of the chunk. `subqueue` lists the
+/// chunk's records with multiplicity, in `(validator, data_hash)` order.
+pub(crate) fn update<T: RwTransaction>(
+    txn: &mut T,
+    dbs: &OpenDatabases<T::Database>,
+    config: &Config,
+    vci: u64,
+    subqueue: &[&AttesterRecord],
+    current_epoch: u64,
+    slashings: &mut HashSet<AttesterSlashing>,
+) -> Result<ArrayCounts, Error> {
+    // Group by the chunk index of the source, keeping subqueue order inside each group.
+    let mut by_chunk: BTreeMap<usize, Vec<&AttesterRecord>> = BTreeMap::new();
+    for record in subqueue {
+        by_chunk
+            .entry(config.chunk_index(record.source()))
+            .or_default()
+            .push(record);
+    }
+    let mut counts = ArrayCounts::default();
+    for kind in [TargetArray::Min, TargetArray::Max] {
+        let mut pass = Pass {
+            txn: &mut *txn,
+            dbs,
+            config,
+            kind,
+            vci,
+            updated: BTreeMap::new(),
+        };
+        pass.epoch_update(current_epoch)?;
+        for records in by_chunk.values() {
+            for record in records {
+                for &v in record.indices() {
+                    if config.validator_chunk_index(v) != vci {
+                        continue;
+                    }
+                    if let Check::Slashable(slashing) = pass.apply(v, record, current_epoch)? {
+                        slashings.insert(*slashing);
+                    }
+                }
+            }
+        }
+        counts.tiles_written += pass.store()?;
+    }
+    let value = encode_epoch(current_epoch);
+    for v in config.validator_indices_in_chunk(vci) {
+        txn.put(dbs.current_epochs_db, &validator_key(v), &value)?;
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Config {
+        let mut c = Config::new("/tmp/x");
+        c.chunk_size = 4;
+        c.validator_chunk_size = 2;
+        c.history_length = 8;
+        c
+    }
+
+    #[test]
+    fn tile_round_trip_and_neutral_sizes() {
+        let config = Config::new("/tmp/x");
+        let min = Chunk::neutral(TargetArray::Min, &config);
+        let raw = min.to_raw_bytes().unwrap();
+        assert_eq!(raw.len(), 8 + 2 * 4096);
+        assert_eq!(&raw[..8], &[0x00, 0x10, 0, 0, 0, 0, 0, 0]);
+        assert!(raw[8..].iter().all(|&b| b == 0xFF));
+        let enc = min.encode().unwrap();
+        assert_eq!(&enc[..2], &[0x78, 0x9C]);
+        assert_eq!(Chunk::decode(&enc, &config).unwrap(), min);
+        let max = Chunk::neutral(TargetArray::Max, &config);
+        assert_eq!(Chunk::decode(&max.encode().unwrap(), &config).unwrap(), max);
+    }
+
+    #[test]
+    fn tile_decode_rejects_corruption() {
+        let config = small();
+        let chunk = Chunk::neutral(TargetArray::Min, &config);
+        let enc = chunk.encode().unwrap();
+        assert!(Chunk::decode(&enc[..enc.len() / 2], &config).is_err());
+        assert!(Chunk::decode(b"not zlib", &config).is_err());
+        let mut other = config.clone();
+        other.validator_chunk_size = 4;
+        assert!(matches!(
+            Chunk::decode(&enc, &other),
+            Err(Error::ChunkLengthMismatch {
+                expected: 16,
+                found: 8
+            })
+        ));
+        // A count far larger than C·K is refused without allocating it.
+        let mut raw = vec![0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
+        raw.extend_from_slice(&[0; 16]);
+        let mut e = ZlibEncoder::new(Vec::new(), Compression::new(6));
+        e.write_all(&raw).unwrap();
+        assert!(Chunk::decode(&e.finish().unwrap(), &config).is_err());
+    }
+
+    #[test]
+    fn cells_and_distances() {
+        let config = small();
+        let mut chunk = Chunk::neutral(TargetArray::Min, &config);
+        // validator 3 → offset 1; epoch 6 → offset 2; cell 1·4 + 2 = 6.
+        chunk.set_target(3, 6, 9, &config).unwrap();
+        assert_eq!(chunk.data[6], 3);
+        assert_eq!(chunk.target(3, 6, &config).unwrap(), 9);
+        assert_eq!(chunk.target(3, 5, &config).unwrap(), 5 + 65_535);
+        assert!(matches!(
+            chunk.set_target(3, 6, 6 + 65_535, &config),
+            Err(Error::DistanceTooLarge { distance: 65_535 })
+        ));
+        chunk.set_neutral(TargetArray::Min, 3, 6, &config).unwrap();
+        assert_eq!(chunk.data[6], u16::MAX);
+    }
+}
