@@ -290,6 +290,9 @@ impl<'env> WriteTxn<'env> {
 enum State {
     Unpositioned,
     At(Vec<u8>),
+    /// Just after `delete_current`: on the deleted key's successor, which the next `next`
+    /// returns instead of skipping (LMDB's `MDB_NEXT` after `mdb_cursor_del`).
+    Deleted(Vec<u8>),
     End,
 }
 
@@ -340,6 +343,7 @@ impl Cursor<'_, '_> {
         let k = match &self.state {
             State::Unpositioned => return Err(Error::CursorUnpositioned),
             State::End => return Ok(None),
+            State::Deleted(k) => Some(k.clone()),
             State::At(k) => self.view().next_live(Some(k), false)?,
         };
         Ok(self.set(k))
@@ -358,11 +362,14 @@ impl Cursor<'_, '_> {
     ///
     /// # Errors
     /// I/O or corruption.
-    pub fn current(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        match &self.state {
-            State::At(k) => Ok(self.view().get(k)?.map(|v| (k.clone(), v.into_owned()))),
-            _ => Ok(None),
-        }
+    pub fn current(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let (State::At(k) | State::Deleted(k)) = &self.state else {
+            return Ok(None);
+        };
+        let k = k.clone();
+        let v = self.view().get(&k)?.map(|v| v.into_owned());
+        self.state = State::At(k.clone());
+        Ok(v.map(|v| (k, v)))
     }
 
     /// Delete the entry under the cursor and move to its successor.
@@ -370,14 +377,16 @@ impl Cursor<'_, '_> {
     /// # Errors
     /// [`Error::CursorUnpositioned`] without a current entry.
     pub fn delete_current(&mut self) -> Result<()> {
-        let State::At(k) = &self.state else {
+        let (State::At(k) | State::Deleted(k)) = &self.state else {
             return Err(Error::CursorUnpositioned);
         };
         let k = k.clone();
         let t = TableHandle::new(self.txn.env.id, self.index);
         self.txn.delete(t, &k)?;
-        let next = self.view().next_live(Some(&k), false)?;
-        self.set(next);
+        self.state = match self.view().next_live(Some(&k), false)? {
+            Some(next) => State::Deleted(next),
+            None => State::End,
+        };
         Ok(())
     }
 
