@@ -539,6 +539,23 @@ fn unprivileged_setup(test: &str) -> Option<PathBuf> {
         skip(test, "setpriv (util-linux) not found");
         return None;
     }
+    // The unprivileged child must be able to walk down to the btrfs directory.
+    let base = base.canonicalize().expect("canonicalize BUTTER_BTRFS_DIR");
+    for dir in base.ancestors() {
+        let mode = fs::metadata(dir)
+            .expect("stat an ancestor")
+            .permissions()
+            .mode();
+        if mode & 0o001 == 0 {
+            let why = format!(
+                "uid {NOBODY} cannot reach {DIR_VAR}: {} is mode {:o}",
+                dir.display(),
+                mode & 0o7777
+            );
+            skip(test, &why);
+            return None;
+        }
+    }
     Some(base)
 }
 
