@@ -245,6 +245,20 @@ impl BtrfsFs {
     pub fn reflink(&self, source: &File, dest: &File) -> io::Result<()> {
         sys::ficlone(dest, source)
     }
+
+    /// Makes `len` bytes of `dest` at `dest_offset` a reflink copy of `source` at
+    /// `source_offset` (`FICLONERANGE`; `len` 0 means to the end of `source`). Offsets and
+    /// length must be block-aligned, except a range ending at the end of `source`.
+    pub fn reflink_range(
+        &self,
+        source: &File,
+        source_offset: u64,
+        dest: &File,
+        dest_offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        sys::ficlone_range(dest, source, source_offset, len, dest_offset)
+    }
 }
 
 impl Fs for BtrfsFs {

@@ -68,6 +68,23 @@ struct btrfs_ioctl_vol_args_v2 {
     name: [u8; SUBVOL_NAME_MAX + 1],
 }
 
+/// `struct file_clone_range` from `include/uapi/linux/fs.h`: the argument of `FICLONERANGE`.
+#[allow(non_camel_case_types, reason = "named as in the kernel uapi header")]
+#[repr(C)]
+struct file_clone_range {
+    /// `__s64 src_fd`.
+    src_fd: i64,
+    /// `__u64 src_offset`.
+    src_offset: u64,
+    /// `__u64 src_length`: 0 means "to the end of the source".
+    src_length: u64,
+    /// `__u64 dest_offset`.
+    dest_offset: u64,
+}
+
+// include/uapi/linux/fs.h: `struct file_clone_range` is four 64-bit fields, 32 bytes.
+const _: () = assert!(size_of::<file_clone_range>() == 32);
+
 // include/uapi/linux/btrfs.h: both vol-args structs are exactly 4096 bytes (the kernel copies
 // that many bytes from user memory), with the name at offset 8 (v1) or 56 (v2).
 const _: () = assert!(size_of::<btrfs_ioctl_vol_args>() == 4096);
@@ -135,6 +152,7 @@ nix::ioctl_none!(ioc_sync, BTRFS_IOCTL_MAGIC, 8);
 nix::ioctl_read!(ioc_start_sync, BTRFS_IOCTL_MAGIC, 24, u64);
 nix::ioctl_write_ptr!(ioc_wait_sync, BTRFS_IOCTL_MAGIC, 22, u64);
 nix::ioctl_write_int!(ioc_ficlone, BTRFS_IOCTL_MAGIC, 9);
+nix::ioctl_write_ptr!(ioc_ficlonerange, BTRFS_IOCTL_MAGIC, 13, file_clone_range);
 
 // The request numbers the macros above compute, against the values in the uapi headers
 // (spec/btrfs.md §B.0). A wrong struct size or direction would change them.
@@ -157,6 +175,8 @@ const _: () = {
     assert!(request_code_write!(m, 22, 8) == 0x4008_9416);
     // FICLONE, include/uapi/linux/fs.h: _IOW(0x94, 9, int)
     assert!(request_code_write!(m, 9, size_of::<libc::c_int>()) == 0x4004_9409);
+    // FICLONERANGE, include/uapi/linux/fs.h: _IOW(0x94, 13, struct file_clone_range)
+    assert!(request_code_write!(m, 13, size_of::<file_clone_range>()) == 0x4020_940D);
 };
 
 fn invalid_name(name: &OsStr, why: &str) -> io::Error {
@@ -308,6 +328,30 @@ pub fn ficlone(dest: &impl AsFd, source: &impl AsFd) -> io::Result<()> {
     // SAFETY: both fds are open for the whole call (borrowed); FICLONE takes the source fd by
     // value, so no memory is shared with the kernel.
     unsafe { ioc_ficlone(dest.as_raw_fd(), arg) }?;
+    Ok(())
+}
+
+/// `FICLONERANGE`: makes `len` bytes of `dest` (open for writing) at `dest_offset` share the
+/// extents of `source` at `source_offset` (`len` 0: to the end of `source`). Offsets and length
+/// must be multiples of the filesystem block size, except a range that ends at `source`'s end.
+pub fn ficlone_range(
+    dest: &impl AsFd,
+    source: &impl AsFd,
+    source_offset: u64,
+    len: u64,
+    dest_offset: u64,
+) -> io::Result<()> {
+    let dest = dest.as_fd();
+    let args = file_clone_range {
+        src_fd: i64::from(source.as_fd().as_raw_fd()),
+        src_offset: source_offset,
+        src_length: len,
+        dest_offset,
+    };
+    // SAFETY: both fds are open for the whole call (borrowed: `source` through `args.src_fd`,
+    // which the kernel resolves during the call); `args` is a live, fully initialised
+    // `file_clone_range` of the size the request encodes; the kernel only reads it.
+    unsafe { ioc_ficlonerange(dest.as_raw_fd(), &args) }?;
     Ok(())
 }
 

@@ -487,6 +487,22 @@ fn sync_and_reflink() {
     fs::write(other.join("big.clone"), b"changed").unwrap();
     assert_eq!(read(&sv.join("big")), data);
 
+    // FICLONERANGE: the second 64 KiB of `big` over the first 64 KiB of a copy; unaligned
+    // ranges are refused.
+    let piece = sv.join("piece");
+    fs::write(&piece, vec![0u8; 128 << 10]).unwrap();
+    let source = File::open(sv.join("big")).unwrap();
+    let target = OpenOptions::new().write(true).open(&piece).unwrap();
+    BtrfsFs
+        .reflink_range(&source, 64 << 10, &target, 0, 64 << 10)
+        .unwrap();
+    let unaligned = BtrfsFs.reflink_range(&source, 1, &target, 0, 4096);
+    assert_eq!(errno(unaligned), libc::EINVAL);
+    drop(target);
+    let got = read(&piece);
+    assert_eq!(got[..64 << 10], data[64 << 10..128 << 10]);
+    assert!(got[64 << 10..].iter().all(|&b| b == 0));
+
     // FICLONE needs a destination open for writing.
     let source = File::open(sv.join("big")).unwrap();
     let read_only = File::open(sv.join("big.clone")).unwrap();
