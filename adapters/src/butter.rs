@@ -12,10 +12,40 @@ use crate::config::BackendConfig;
 use crate::error::Error;
 use crate::tables::OpenDatabases;
 
-/// A butter_db environment with the segment table format.
+/// A butter_db environment; `F` picks the table format (segments by default).
 #[derive(Debug)]
-pub struct Environment {
+pub struct Environment<F: Format = Segments> {
     env: butter_db::Env,
+    _format: std::marker::PhantomData<F>,
+}
+
+/// butter_db with SQLite table files, journaling and syncs off (backend `butter-sqlite`).
+pub type SqliteEnvironment = Environment<Sqlite>;
+
+/// A butter_db table format, as a type.
+pub trait Format: Send + Sync + std::fmt::Debug + 'static {
+    /// The backend name.
+    const NAME: &'static str;
+    /// The engine's table format.
+    const FORMAT: butter_db::TableFormat;
+}
+
+/// Immutable sorted segment files (backend `butter`).
+#[derive(Debug)]
+pub struct Segments;
+
+/// SQLite files (backend `butter-sqlite`).
+#[derive(Debug)]
+pub struct Sqlite;
+
+impl Format for Segments {
+    const NAME: &'static str = "butter";
+    const FORMAT: butter_db::TableFormat = butter_db::TableFormat::Segments;
+}
+
+impl Format for Sqlite {
+    const NAME: &'static str = "butter-sqlite";
+    const FORMAT: butter_db::TableFormat = butter_db::TableFormat::Sqlite;
 }
 
 /// A table handle.
@@ -34,21 +64,25 @@ pub struct Cursor<'txn, 'env> {
     cursor: butter_db::Cursor<'txn, 'env>,
 }
 
-impl Environment {
+impl<F: Format> Environment<F> {
     /// The engine's environment (for statistics and tests).
     pub fn env(&self) -> &butter_db::Env {
         &self.env
     }
 }
 
-impl backend::Environment for Environment {
-    const NAME: &'static str = "butter";
+impl<F: Format> backend::Environment for Environment<F> {
+    const NAME: &'static str = F::NAME;
     type Database = Database;
     type RwTransaction<'env> = RwTransaction<'env>;
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
+        let env = butter_db::Env::builder(&config.path)
+            .table_format(F::FORMAT)
+            .open()?;
         Ok(Environment {
-            env: butter_db::Env::builder(&config.path).open()?,
+            env,
+            _format: std::marker::PhantomData,
         })
     }
 

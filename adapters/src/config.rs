@@ -21,15 +21,18 @@ pub enum DatabaseBackend {
     Redb,
     /// butter_db with its segment table format (feature `butter`).
     Butter,
+    /// butter_db with SQLite table files, journaling and syncs off (feature `butter`).
+    ButterSqlite,
 }
 
 impl DatabaseBackend {
     /// Every backend, compiled in or not.
-    pub const ALL: [DatabaseBackend; 4] = [
+    pub const ALL: [DatabaseBackend; 5] = [
         DatabaseBackend::Lmdb,
         DatabaseBackend::Mdbx,
         DatabaseBackend::Redb,
         DatabaseBackend::Butter,
+        DatabaseBackend::ButterSqlite,
     ];
 
     /// The lowercase name.
@@ -39,6 +42,7 @@ impl DatabaseBackend {
             DatabaseBackend::Mdbx => "mdbx",
             DatabaseBackend::Redb => "redb",
             DatabaseBackend::Butter => "butter",
+            DatabaseBackend::ButterSqlite => "butter-sqlite",
         }
     }
 
@@ -48,7 +52,7 @@ impl DatabaseBackend {
             DatabaseBackend::Lmdb => "lmdb",
             DatabaseBackend::Mdbx => "mdbx",
             DatabaseBackend::Redb => "redb",
-            DatabaseBackend::Butter => "butter",
+            DatabaseBackend::Butter | DatabaseBackend::ButterSqlite => "butter",
         }
     }
 
@@ -58,7 +62,7 @@ impl DatabaseBackend {
             DatabaseBackend::Lmdb => cfg!(feature = "lmdb"),
             DatabaseBackend::Mdbx => cfg!(feature = "mdbx"),
             DatabaseBackend::Redb => cfg!(feature = "redb"),
-            DatabaseBackend::Butter => cfg!(feature = "butter"),
+            DatabaseBackend::Butter | DatabaseBackend::ButterSqlite => cfg!(feature = "butter"),
         }
     }
 

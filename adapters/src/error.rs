@@ -12,10 +12,11 @@ pub enum Error {
     #[cfg(feature = "mdbx")]
     #[error("MDBX: {0}")]
     DatabaseMdbxError(#[from] libmdbx::Error),
-    /// A redb error (redb has several error types; all are converted into this one).
+    /// A redb error (redb has several error types; all are converted into this one). Boxed
+    /// because `redb::Error` is large and would bloat every `Result` of the interface.
     #[cfg(feature = "redb")]
     #[error("redb: {0}")]
-    DatabaseRedbError(#[from] redb::Error),
+    DatabaseRedbError(#[source] Box<redb::Error>),
     /// A butter_db error.
     #[cfg(feature = "butter")]
     #[error("butter_db: {0}")]
@@ -30,7 +31,9 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A backend name that no backend has.
-    #[error("unknown database backend {0:?}; expected one of lmdb, mdbx, redb, butter")]
+    #[error(
+        "unknown database backend {0:?}; expected one of lmdb, mdbx, redb, butter, butter-sqlite"
+    )]
     UnknownBackend(String),
     /// The backend exists but this build does not include it.
     #[error("database backend `{backend}` is not compiled in; rebuild with cargo feature `{feature}` (e.g. `--features {feature}`)")]
@@ -49,4 +52,11 @@ pub enum Error {
     /// An error raised by a caller's predicate or by the slasher logic on top of the interface.
     #[error("{0}")]
     Other(String),
+}
+
+#[cfg(feature = "redb")]
+impl From<redb::Error> for Error {
+    fn from(e: redb::Error) -> Self {
+        Error::DatabaseRedbError(Box::new(e))
+    }
 }

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::segment::{self, Segment, SegmentBuilder};
+use crate::sqlite::{self, SqliteTable};
 use crate::sys;
 use crate::txn::{Memtable, ReadTxn, TableHandle, WriteTxn};
 
@@ -43,12 +44,16 @@ pub enum TableFormat {
     /// Immutable sorted segment files (an LSM without a log). The default.
     #[default]
     Segments,
+    /// One SQLite file per table with journaling and syncs off, committed by the same
+    /// snapshot (backend `butter-sqlite`).
+    Sqlite,
 }
 
 impl TableFormat {
     fn code(self) -> u32 {
         match self {
             TableFormat::Segments => 0,
+            TableFormat::Sqlite => 1,
         }
     }
 }
@@ -137,7 +142,8 @@ pub(crate) struct TableVersion {
 /// State only the writer touches. Guarded by `Env::writer`; held for a `WriteTxn`'s life.
 #[derive(Debug)]
 pub(crate) struct WriterState {
-    _private: (),
+    /// The writable SQLite file of each table, by table index (table format `Sqlite` only).
+    pub(crate) sqlite: Vec<SqliteTable>,
 }
 
 /// An open database.
@@ -318,6 +324,13 @@ impl Env {
                 segments,
             });
         }
+        let mut sqlite_tables = Vec::new();
+        if b.table_format == TableFormat::Sqlite {
+            for i in 0..tables.len() {
+                let path = live.join(sqlite::file_name(i));
+                sqlite_tables.push(SqliteTable::open_live(path, false)?);
+            }
+        }
         let version = Version {
             generation: newest,
             next_seq: manifest.next_seq,
@@ -330,7 +343,9 @@ impl Env {
             fs,
             cache,
             table_format: b.table_format,
-            writer: Mutex::new(WriterState { _private: () }),
+            writer: Mutex::new(WriterState {
+                sqlite: sqlite_tables,
+            }),
             current: RwLock::new(Arc::new(version)),
             pins: Mutex::new(BTreeMap::new()),
             old_generations: Mutex::new(gens.into_iter().filter(|&g| g != newest).collect()),
@@ -344,6 +359,11 @@ impl Env {
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// The directory of generation `generation`.
+    pub(crate) fn generation_dir(&self, generation: u64) -> PathBuf {
+        self.root.join(gen_name(generation))
     }
 
     /// The newest committed generation.
@@ -415,6 +435,9 @@ impl Env {
     pub fn files(&self) -> Vec<PathBuf> {
         let v = self.current.read();
         let mut files = vec![self.root.join(LOCK_FILE), self.live.join(MANIFEST_FILE)];
+        if self.table_format == TableFormat::Sqlite {
+            files.extend((0..v.tables.len()).map(|i| self.live.join(sqlite::file_name(i))));
+        }
         for t in &v.tables {
             for s in &t.segments {
                 files.push(self.live.join(segment::file_name(s.seq)));
@@ -448,11 +471,12 @@ impl Env {
     /// lock held. Any error poisons the environment.
     pub(crate) fn commit(
         &self,
+        writer: &mut WriterState,
         base: &Version,
         new_tables: &[String],
         memtables: &[Memtable],
     ) -> Result<CommitInfo> {
-        let r = self.commit_inner(base, new_tables, memtables);
+        let r = self.commit_inner(writer, base, new_tables, memtables);
         if r.is_err() {
             self.poisoned.store(true, Ordering::Release);
         }
@@ -461,6 +485,7 @@ impl Env {
 
     fn commit_inner(
         &self,
+        writer: &mut WriterState,
         base: &Version,
         new_tables: &[String],
         memtables: &[Memtable],
@@ -489,10 +514,23 @@ impl Env {
         }));
         let mut retired: Vec<Arc<Segment>> = Vec::new();
 
+        // Step 1 (table format Sqlite): apply each memtable to its table's file in live/.
+        if self.table_format == TableFormat::Sqlite {
+            for i in writer.sqlite.len()..tables.len() {
+                let path = self.live.join(sqlite::file_name(i));
+                writer.sqlite.push(SqliteTable::open_live(path, true)?);
+            }
+            for (file, mem) in writer.sqlite.iter_mut().zip(memtables) {
+                if !mem.is_empty() {
+                    info.bytes_written += file.apply(mem)?;
+                    info.segments_written += 1;
+                }
+            }
+        }
         // Step 1: write each changed table's memtable (merged with some of its newest
         // segments) as one new segment file in live/.
         for (table, mem) in tables.iter_mut().zip(memtables) {
-            if mem.is_empty() {
+            if mem.is_empty() || self.table_format == TableFormat::Sqlite {
                 continue;
             }
             let merge = merge_count(mem, &table.segments);

@@ -112,6 +112,17 @@ pub enum Error {
     /// A previous commit failed; writes are refused until the environment is reopened.
     #[error("environment is poisoned by an earlier failed commit; reopen it")]
     Poisoned,
+    /// SQLite reported an error on a table file (table format `Sqlite`).
+    #[error("SQLite error during {op} on {path}: {source}")]
+    Sqlite {
+        /// The operation.
+        op: &'static str,
+        /// The table file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// A cursor operation needed a current entry.
     #[error("cursor is not positioned on an entry")]
     CursorUnpositioned,

@@ -1,15 +1,17 @@
 //! Transactions and cursors.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
-use crate::env::{CommitInfo, Env, Version, WriterState};
+use crate::env::{CommitInfo, Env, TableFormat, Version, WriterState};
 use crate::error::{Error, Result};
 use crate::segment::Segment;
+use crate::sqlite::{self, SqliteTable};
 
 /// A table's uncommitted writes: key → value, or `None` for a deletion.
 pub(crate) type Memtable = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
@@ -32,6 +34,8 @@ impl TableHandle {
 struct TableView<'a> {
     mem: Option<&'a Memtable>,
     segments: &'a [Arc<Segment>],
+    /// The committed contents in an SQLite file (table format `Sqlite`; no tombstones).
+    sqlite: Option<&'a SqliteTable>,
 }
 
 impl<'a> TableView<'a> {
@@ -46,7 +50,10 @@ impl<'a> TableView<'a> {
                 return Ok(block.value(i).map(|v| Cow::Owned(v.to_vec())));
             }
         }
-        Ok(None)
+        match self.sqlite {
+            Some(t) => Ok(t.get(key)?.map(Cow::Owned)),
+            None => Ok(None),
+        }
     }
 
     fn contains(&self, key: &[u8]) -> Result<bool> {
@@ -60,7 +67,10 @@ impl<'a> TableView<'a> {
                 return Ok(block.value(i).is_some());
             }
         }
-        Ok(false)
+        match self.sqlite {
+            Some(t) => Ok(t.get(key)?.is_some()),
+            None => Ok(false),
+        }
     }
 
     /// The smallest live key after `from` (>= if `inclusive`), or the first key if `from` is
@@ -92,6 +102,11 @@ impl<'a> TableView<'a> {
                 };
                 if let Some(p) = pos {
                     consider(seg.block(p.block)?.key(p.entry));
+                }
+            }
+            if let Some(t) = self.sqlite {
+                if let Some(k) = t.seek_ge(cur.as_deref(), incl)? {
+                    consider(&k);
                 }
             }
             let Some(candidate) = best else {
@@ -129,6 +144,11 @@ impl<'a> TableView<'a> {
                     consider(seg.block(p.block)?.key(p.entry));
                 }
             }
+            if let Some(t) = self.sqlite {
+                if let Some(k) = t.seek_lt(cur.as_deref())? {
+                    consider(&k);
+                }
+            }
             let Some(candidate) = best else {
                 return Ok(None);
             };
@@ -152,7 +172,7 @@ fn table_index(env: &Env, t: TableHandle, count: usize) -> Result<usize> {
 #[derive(Debug)]
 pub struct WriteTxn<'env> {
     env: &'env Env,
-    _writer: MutexGuard<'env, WriterState>,
+    writer: MutexGuard<'env, WriterState>,
     base: Arc<Version>,
     new_tables: Vec<String>,
     memtables: Vec<Memtable>,
@@ -167,7 +187,7 @@ impl<'env> WriteTxn<'env> {
         let memtables = (0..base.tables.len()).map(|_| Memtable::new()).collect();
         WriteTxn {
             env,
-            _writer: writer,
+            writer,
             base,
             new_tables: Vec::new(),
             memtables,
@@ -210,6 +230,7 @@ impl<'env> WriteTxn<'env> {
                 .tables
                 .get(index)
                 .map_or(&[], |t| t.segments.as_slice()),
+            sqlite: self.writer.sqlite.get(index),
         }
     }
 
@@ -247,7 +268,8 @@ impl<'env> WriteTxn<'env> {
     /// Unknown table.
     pub fn delete(&mut self, t: TableHandle, key: &[u8]) -> Result<()> {
         let i = self.index(t)?;
-        let needs_tombstone = !self.view(i).segments.is_empty();
+        let view = self.view(i);
+        let needs_tombstone = !view.segments.is_empty() || view.sqlite.is_some();
         if let Some(m) = self.memtables.get_mut(i) {
             if needs_tombstone {
                 m.insert(key.into(), None);
@@ -277,9 +299,13 @@ impl<'env> WriteTxn<'env> {
     /// On any error nothing of this transaction is committed, unless the error came after
     /// the snapshot ioctl returned (it cannot: later steps only log failures). The environment
     /// is poisoned and refuses writes until reopened.
-    pub fn commit(self) -> Result<CommitInfo> {
-        self.env
-            .commit(&self.base, &self.new_tables, &self.memtables)
+    pub fn commit(mut self) -> Result<CommitInfo> {
+        self.env.commit(
+            &mut self.writer,
+            &self.base,
+            &self.new_tables,
+            &self.memtables,
+        )
     }
 
     /// Discard every write (the same as dropping the transaction).
@@ -408,11 +434,21 @@ impl Cursor<'_, '_> {
 pub struct ReadTxn<'env> {
     env: &'env Env,
     version: Arc<Version>,
+    /// Table format `Sqlite`: each table's file in the pinned `gen-N/`, opened on first use.
+    sqlite: Vec<OnceCell<SqliteTable>>,
 }
 
 impl<'env> ReadTxn<'env> {
     pub(crate) fn new(env: &'env Env, version: Arc<Version>) -> Self {
-        ReadTxn { env, version }
+        let sqlite = match env.table_format() {
+            TableFormat::Sqlite => (0..version.tables.len()).map(|_| OnceCell::new()).collect(),
+            _ => Vec::new(),
+        };
+        ReadTxn {
+            env,
+            version,
+            sqlite,
+        }
     }
 
     /// The generation this transaction sees.
@@ -422,13 +458,25 @@ impl<'env> ReadTxn<'env> {
 
     fn view(&self, t: TableHandle) -> Result<TableView<'_>> {
         let i = table_index(self.env, t, usize::MAX)?;
+        let sqlite = match self.sqlite.get(i) {
+            Some(cell) => {
+                if cell.get().is_none() {
+                    let dir = self.env.generation_dir(self.version.generation);
+                    let _ = cell.set(SqliteTable::open_snapshot(dir.join(sqlite::file_name(i)))?);
+                }
+                cell.get()
+            }
+            None => None,
+        };
+        let segments = self
+            .version
+            .tables
+            .get(i)
+            .map_or(&[][..], |t| t.segments.as_slice());
         Ok(TableView {
             mem: None,
-            segments: self
-                .version
-                .tables
-                .get(i)
-                .map_or(&[], |t| t.segments.as_slice()),
+            segments,
+            sqlite,
         })
     }
 
