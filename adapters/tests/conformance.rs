@@ -1,0 +1,61 @@
+//! Runs the backend conformance suite (`slasher_adapters::conformance`) against every backend
+//! compiled into this build. Test names read `conformance::<backend>::<check>`.
+//!
+//! Run with e.g. `cargo test -p slasher-adapters --no-default-features
+//! --features lmdb,mdbx,redb,test-utils --test conformance`.
+//! `CONFORMANCE_SEED=<n>` replays a model-based run; `BUTTER_TEST_DIR` chooses where the
+//! default temporary directories are created.
+#![cfg(feature = "test-utils")]
+
+mod conformance {
+    #[allow(unused_imports)]
+    use slasher_adapters::conformance::default_temp_dir;
+
+    #[cfg(feature = "lmdb")]
+    slasher_adapters::conformance_tests!(
+        lmdb,
+        slasher_adapters::lmdb::Environment,
+        default_temp_dir
+    );
+
+    #[cfg(feature = "mdbx")]
+    slasher_adapters::conformance_tests!(
+        mdbx,
+        slasher_adapters::mdbx::Environment,
+        default_temp_dir
+    );
+
+    #[cfg(feature = "redb")]
+    slasher_adapters::conformance_tests!(
+        redb,
+        slasher_adapters::redb::Environment,
+        default_temp_dir
+    );
+
+    #[cfg(feature = "butter")]
+    slasher_adapters::conformance_tests!(
+        butter,
+        slasher_adapters::butter::Environment,
+        btrfs_temp_dir
+    );
+
+    #[cfg(feature = "butter")]
+    slasher_adapters::conformance_tests!(
+        butter_sqlite,
+        slasher_adapters::butter::SqliteEnvironment,
+        btrfs_temp_dir
+    );
+
+    /// A fresh directory on the btrfs mount named by `BUTTER_BTRFS_DIR` (scripts/test.sh sets
+    /// it). butter_db refuses other filesystems, so there is no fallback.
+    #[cfg(feature = "butter")]
+    fn btrfs_temp_dir() -> slasher_adapters::conformance::TempDir {
+        let Some(base) = std::env::var_os("BUTTER_BTRFS_DIR") else {
+            panic!("BUTTER_BTRFS_DIR is not set: run scripts/test.sh (root) or point it at a btrfs mount");
+        };
+        tempfile::Builder::new()
+            .prefix("conformance-")
+            .tempdir_in(base)
+            .expect("temp dir on btrfs")
+    }
+}
