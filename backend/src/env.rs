@@ -144,6 +144,9 @@ pub(crate) struct TableVersion {
 pub(crate) struct WriterState {
     /// The writable SQLite file of each table, by table index (table format `Sqlite` only).
     pub(crate) sqlite: Vec<SqliteTable>,
+    /// Test-only broken mode (`BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT`, feature `failpoints`): the
+    /// generation whose snapshot was deferred to the next commit.
+    deferred_snapshot: Option<u64>,
 }
 
 /// An open database.
@@ -183,6 +186,13 @@ fn parse_gen_name(name: &str) -> Option<u64> {
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()
+}
+
+/// Test-only: acknowledge commits before their snapshot exists (the snapshot is taken at the
+/// start of the next commit). Deliberately breaks durability so the power-loss and kill tests
+/// can prove they catch a store that acknowledges too early. Only with feature `failpoints`.
+fn broken_ack_before_snapshot() -> bool {
+    cfg!(feature = "failpoints") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
 }
 
 fn fail_point(name: &str) {
@@ -345,6 +355,7 @@ impl Env {
             table_format: b.table_format,
             writer: Mutex::new(WriterState {
                 sqlite: sqlite_tables,
+                deferred_snapshot: None,
             }),
             current: RwLock::new(Arc::new(version)),
             pins: Mutex::new(BTreeMap::new()),
@@ -500,6 +511,12 @@ impl Env {
                 ..CommitInfo::default()
             });
         }
+        if let Some(g) = writer.deferred_snapshot.take() {
+            let dir = self.root.join(gen_name(g));
+            self.fs
+                .snapshot(&self.live, &dir, true)
+                .map_err(|e| Error::io("snapshot", &dir, e))?;
+        }
         let started = Instant::now();
         let generation = base.generation + 1;
         let mut next_seq = base.next_seq;
@@ -597,6 +614,15 @@ impl Env {
         // the btrfs transaction before returning.
         let snap_started = Instant::now();
         let gen_dir = self.root.join(gen_name(generation));
+        if broken_ack_before_snapshot() {
+            writer.deferred_snapshot = Some(generation);
+            *self.current.write() = Arc::new(Version {
+                generation,
+                next_seq,
+                tables,
+            });
+            return Ok(info);
+        }
         self.fs
             .snapshot(&self.live, &gen_dir, true)
             .map_err(|e| Error::io("snapshot", &gen_dir, e))?;

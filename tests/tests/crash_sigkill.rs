@@ -78,6 +78,10 @@ fn crash_child_entry() {
 }
 
 fn spawn_child(dir: &Path, failpoint: Option<&str>) -> Child {
+    spawn_child_with(dir, failpoint, false)
+}
+
+fn spawn_child_with(dir: &Path, failpoint: Option<&str>, broken: bool) -> Child {
     let mut cmd = Command::new(std::env::current_exe().expect("exe"));
     cmd.args([
         "--exact",
@@ -88,9 +92,15 @@ fn spawn_child(dir: &Path, failpoint: Option<&str>) -> Child {
     ])
     .env("CRASH_CHILD_DIR", dir)
     .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+    .stderr(match std::env::var_os("CRASH_DEBUG") {
+        Some(_) => Stdio::inherit(),
+        None => Stdio::null(),
+    });
     if let Some(fp) = failpoint {
         cmd.env("BUTTER_FAILPOINT", fp);
+    }
+    if broken {
+        cmd.env("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT", "1");
     }
     cmd.spawn().expect("spawn child")
 }
@@ -232,4 +242,38 @@ fn abort_at_every_commit_fail_point() {
         started_at.elapsed().as_secs_f64()
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The harness can fail: a store that acknowledges a commit before its snapshot exists loses
+/// acknowledged transactions when killed, and the oracle must say so.
+#[test]
+fn kills_catch_acknowledging_before_the_snapshot() {
+    let Some(dir) = btrfs_dir("broken_ack") else {
+        return;
+    };
+    let mut violations = 0;
+    for round in 0..5 {
+        let before = committed_count(&dir);
+        let mut child = spawn_child_with(&dir, None, true);
+        let (ack, _) = read_progress(&mut child, before + 3);
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        let after = committed_count(&dir);
+        if after < ack {
+            violations += 1;
+        }
+        println!("broken round {round}: acknowledged {ack}, recovered {after}");
+    }
+    println!("tier sigkill (broken ack-before-snapshot): 5 kills, {violations} violations");
+    assert!(
+        violations > 0,
+        "the kill harness did not catch a store that acknowledges early"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn committed_count(dir: &Path) -> u64 {
+    let env = Env::open_path(dir).expect("open");
+    let t = table(&env);
+    committed(&env, t)
 }
