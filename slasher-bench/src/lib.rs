@@ -1,0 +1,13 @@
+//! `slasher-bench` as a library: the replay fixture format ([`fixture`]), the committee shuffle
+//! ([`shuffle`]), and the producers of fixtures: the Beacon API importer ([`import`]), the live
+//! recorder ([`record`]) and the synthetic generator ([`generate`]).
+//!
+//! The replay engine reads fixtures with [`fixture::FixtureReader`], which yields one
+//! [`fixture::Batch`] at a time.
+#![warn(missing_docs)]
+
+pub mod fixture;
+pub mod shuffle;
+
+/// `slasher-bench <version>`, recorded in manifests.
+pub const TOOL: &str = concat!("slasher-bench ", env!("CARGO_PKG_VERSION"));
