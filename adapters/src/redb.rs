@@ -395,3 +395,53 @@ impl backend::Cursor for Cursor<'_> {
         Ok(deleted)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Environment as _;
+
+    const EXPECTED_FILES: &[&str] = &[FILENAME];
+
+    #[test]
+    fn files_and_durability() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = BackendConfig {
+            max_db_size_mbs: 64,
+            ..BackendConfig::new(dir.path())
+        };
+        let env = Environment::open(&config).expect("open");
+        env.create_databases().expect("tables");
+        let names: Vec<_> = env
+            .filenames()
+            .iter()
+            .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(
+            names,
+            EXPECTED_FILES
+                .iter()
+                .map(|n| Some(n.to_string()))
+                .collect::<Vec<_>>()
+        );
+        for file in env.filenames() {
+            assert!(file.exists(), "{} missing", file.display());
+        }
+        assert!(env.durable());
+    }
+
+    #[test]
+    fn eventual_durability_is_reported_non_durable() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = BackendConfig {
+            durability: Durability::Eventual,
+            ..BackendConfig::new(dir.path())
+        };
+        let env = Environment::open(&config).expect("open");
+        let dbs = env.create_databases().expect("tables");
+        assert!(!env.durable());
+        let mut txn = env.begin_rw_txn().expect("txn");
+        backend::RwTransaction::put(&mut txn, dbs.metadata_db, b"k", b"v").expect("put");
+        backend::RwTransaction::commit(txn).expect("commit");
+    }
+}
