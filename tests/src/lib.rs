@@ -4,4 +4,5 @@
 pub mod blockdev;
 pub mod harness;
 pub mod lazy_disk;
+pub mod power;
 pub mod workload;
