@@ -46,6 +46,8 @@ pub struct ChildSpec {
 pub struct CycleReport {
     /// Flushes from the mount to the end of the unmount.
     pub fsyncs: u64,
+    /// Writes from the mount to the end of the unmount.
+    pub writes: u64,
     /// The child's reports.
     pub progress: Progress,
     /// Whether power was cut during the workload or its unmount.
@@ -79,7 +81,7 @@ fn cycle_on(
 ) -> CycleReport {
     let fuse_dir = scratch.join("fuse");
     let mnt = scratch.join("mnt");
-    let (fsyncs, progress, cut) = {
+    let (fsyncs, writes, progress, cut) = {
         let disk = LazyDisk::mount(img, &fuse_dir).expect("mount the lazy disk");
         let lo = LoopDev::attach(&disk.disk_path());
         let m = Mount::btrfs(&lo.dev, &mnt).expect("mount btrfs on the lazy disk");
@@ -118,11 +120,12 @@ fn cycle_on(
         if let Err(e) = disk.unmount() {
             eprintln!("warning: unmounting the lazy disk: {e}");
         }
-        (c.fsyncs - c0.fsyncs, progress, c.dead)
+        (c.fsyncs - c0.fsyncs, c.writes - c0.writes, progress, c.dead)
     };
     let verdict = verify_image(img, &mnt, wl, &progress);
     CycleReport {
         fsyncs,
+        writes,
         progress,
         cut,
         verdict,
