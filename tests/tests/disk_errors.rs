@@ -59,7 +59,8 @@ fn eio_cycles(test: &str, seed: u64, faults: &[Fault]) -> Vec<String> {
             let poisoned = p.other.iter().any(|l| l == "POISONED");
             let reads = p.other.iter().any(|l| l == "READS_OK");
             // A failed open (ERR 0) has no environment to poison.
-            if !typed || (!err.starts_with("ERR 0 ") && !(poisoned && reads)) {
+            let env_ok = err.starts_with("ERR 0 ") || (poisoned && reads);
+            if !typed || !env_ok {
                 violations.push(format!(
                     "{fault:?}: error not typed or env not poisoned/readable: {:?}",
                     p.other
