@@ -1,0 +1,303 @@
+//! Tier E (spec/reliability.md §3.2): bad input gives typed errors, never a panic or wrong
+//! data.
+//!
+//! A small committed database is damaged in its newest generation (which is a read-only
+//! snapshot: its read-only flag is cleared first, as `btrfs property set -ts gen-N ro false`
+//! does) and reopened: truncated and bit-flipped manifests, a manifest with a future format
+//! version, a generation directory renamed to another number, truncated and bit-flipped
+//! segments. Also: a directory on tmpfs (`Error::NotBtrfs`), a second opener in this process
+//! and in another one (`Error::Locked`), and a `chattr +C` (nodatacow) directory.
+//!
+//! nodatacow decision: butter_db keeps working there. Its files are written once and never
+//! overwritten, every commit is a snapshot (which copies-on-write regardless of the flag), and
+//! its manifest and segments carry their own CRC-32s, so the flag's one real loss (btrfs data
+//! checksums) is covered by the engine's checksums. The test asserts that it opens, commits
+//! and reopens there.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use butter_db::fs::BtrfsFs;
+use butter_db::{Env, Error};
+use butter_tests::harness::{btrfs_dir, remove_db_dir, WorkloadChild};
+use butter_tests::workload::{butter_apply, butter_state, Workload};
+
+const TXNS: u64 = 6;
+
+fn newest_gen(db: &Path) -> PathBuf {
+    let mut gens: Vec<PathBuf> = std::fs::read_dir(db)
+        .expect("list db")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("gen-"))
+        })
+        .collect();
+    gens.sort();
+    gens.pop().expect("a generation")
+}
+
+/// Whether `e` is one of the typed errors damaged files must produce.
+fn is_damage_error(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Corrupted { .. }
+            | Error::ChecksumMismatch { .. }
+            | Error::UnsupportedFormatVersion { .. }
+    )
+}
+
+/// Opens the damaged database and reads everything: either step must fail with a typed
+/// damage error, or the contents must be exactly the committed state (a flip in bytes the
+/// engine never reads). Anything else, including a panic, is a violation.
+fn check_damaged(db: &Path, wl: &Workload, what: &str) -> Result<(), String> {
+    let outcome = std::panic::catch_unwind(|| match Env::open_path(db) {
+        Err(e) if is_damage_error(&e) => Ok(()),
+        Err(e) => Err(format!(
+            "{what}: open failed with an unexpected error: {e:?}"
+        )),
+        Ok(env) => match butter_state(&env) {
+            Err(e) if is_damage_error(&e) => Ok(()),
+            Err(e) => Err(format!(
+                "{what}: read failed with an unexpected error: {e:?}"
+            )),
+            Ok(s) if &s == wl.model(TXNS) => Ok(()),
+            Ok(_) => Err(format!("{what}: damaged database returned wrong data")),
+        },
+    });
+    outcome.unwrap_or_else(|_| Err(format!("{what}: panicked")))
+}
+
+/// Replaces `file` with `bytes`, runs the check, then restores the original.
+fn with_contents(
+    file: &Path,
+    bytes: &[u8],
+    f: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    let original = std::fs::read(file).expect("read original");
+    std::fs::write(file, bytes).expect("write damaged copy");
+    let r = f();
+    std::fs::write(file, &original).expect("restore original");
+    r
+}
+
+fn flips(len: usize) -> Vec<usize> {
+    let mut v = vec![0, 7, 8, 12, 16, 24, 32, 36, len / 2, len - 5, len - 1];
+    v.retain(|&o| o < len);
+    v.dedup();
+    v
+}
+
+fn truncations(len: usize) -> Vec<usize> {
+    let mut v = vec![0, 1, 8, 12, 20, 35, len / 2, len - 4, len - 1];
+    v.retain(|&o| o < len);
+    v.dedup();
+    v
+}
+
+#[test]
+fn damaged_files_give_typed_errors() {
+    let Some(base) = btrfs_dir("bad_input") else {
+        return;
+    };
+    let t0 = Instant::now();
+    let db = base.join("db");
+    let wl = Workload::new(11, TXNS);
+    {
+        let env = Env::open_path(&db).expect("open");
+        for i in 1..=TXNS {
+            butter_apply(&env, wl.txn(i)).expect("commit");
+        }
+    }
+    let gen = newest_gen(&db);
+    BtrfsFs
+        .set_readonly(&gen, false)
+        .expect("make the snapshot writable");
+    let manifest = gen.join("MANIFEST");
+    let m = std::fs::read(&manifest).expect("read manifest");
+    let mut violations = Vec::new();
+    let mut points = 0;
+
+    for cut in truncations(m.len()) {
+        points += 1;
+        let what = format!("manifest truncated to {cut} bytes");
+        if let Err(e) = with_contents(&manifest, &m[..cut], || check_damaged(&db, &wl, &what)) {
+            violations.push(e);
+        }
+    }
+    for off in flips(m.len()) {
+        points += 1;
+        let mut bad = m.clone();
+        bad[off] ^= 0x10;
+        let what = format!("manifest byte {off} flipped");
+        if let Err(e) = with_contents(&manifest, &bad, || check_damaged(&db, &wl, &what)) {
+            violations.push(e);
+        }
+    }
+    // A future format version with a valid checksum must be refused by version.
+    points += 1;
+    let mut future = m.clone();
+    future[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let body = future.len() - 4;
+    let crc = crc32fast::hash(&future[..body]);
+    future[body..].copy_from_slice(&crc.to_le_bytes());
+    let r = with_contents(&manifest, &future, || match Env::open_path(&db) {
+        Err(Error::UnsupportedFormatVersion { found: 2, .. }) => Ok(()),
+        other => Err(format!(
+            "manifest version 2: expected UnsupportedFormatVersion, got {:?}",
+            other.map(|_| "an open environment")
+        )),
+    });
+    violations.extend(r.err());
+    // A manifest without its version (only the magic left) is truncated input.
+    points += 1;
+    let r = with_contents(&manifest, &m[..8], || match Env::open_path(&db) {
+        Err(e) if is_damage_error(&e) => Ok(()),
+        other => Err(format!(
+            "manifest without version: {:?}",
+            other.map(|_| "opened")
+        )),
+    });
+    violations.extend(r.err());
+
+    // Segments listed by the newest manifest.
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(&gen)
+        .expect("list gen")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segs.sort();
+    for seg in segs.iter().take(3) {
+        let s = std::fs::read(seg).expect("read segment");
+        let name = seg.file_name().map(|n| n.to_string_lossy().into_owned());
+        for cut in [0, s.len() / 3, s.len() - 44, s.len() - 1] {
+            points += 1;
+            let what = format!("segment {name:?} truncated to {cut}");
+            if let Err(e) = with_contents(seg, &s[..cut], || check_damaged(&db, &wl, &what)) {
+                violations.push(e);
+            }
+        }
+        for off in [0, 5, s.len() / 2, s.len() - 30, s.len() - 1] {
+            points += 1;
+            let mut bad = s.clone();
+            bad[off] ^= 0x01;
+            let what = format!("segment {name:?} byte {off} flipped");
+            if let Err(e) = with_contents(seg, &bad, || check_damaged(&db, &wl, &what)) {
+                violations.push(e);
+            }
+        }
+    }
+
+    // A generation directory whose name disagrees with its manifest.
+    points += 1;
+    let renamed = gen.with_file_name("gen-00000000000000000099");
+    std::fs::rename(&gen, &renamed).expect("rename generation");
+    match Env::open_path(&db) {
+        Err(Error::Corrupted { .. }) => {}
+        other => violations.push(format!(
+            "renamed generation: expected Corrupted, got {:?}",
+            other.map(|_| "opened")
+        )),
+    }
+    std::fs::rename(&renamed, &gen).expect("rename back");
+
+    // Undamaged again: opens and holds the committed state.
+    match Env::open_path(&db).map(|env| butter_state(&env)) {
+        Ok(Ok(s)) if &s == wl.model(TXNS) => {}
+        other => violations.push(format!("restored database: {:?}", other.map(|_| ()))),
+    }
+    remove_db_dir(&db);
+    let _ = std::fs::remove_dir_all(&base);
+    println!(
+        "tier bad-input: {points} fault points, {} violations, {:.1} s",
+        violations.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn tmpfs_is_not_btrfs() {
+    let dir = PathBuf::from(format!("/dev/shm/butter-not-btrfs-{}", std::process::id()));
+    if !Path::new("/dev/shm").exists() {
+        eprintln!("SKIP tmpfs_is_not_btrfs: no /dev/shm");
+        return;
+    }
+    let r = Env::open_path(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        matches!(r, Err(Error::NotBtrfs { .. })),
+        "expected NotBtrfs on tmpfs, got {:?}",
+        r.map(|_| ())
+    );
+}
+
+#[test]
+fn nodatacow_directory_works() {
+    let Some(base) = btrfs_dir("nodatacow") else {
+        return;
+    };
+    let db = base.join("db");
+    std::fs::create_dir_all(&db).expect("mkdir");
+    let out = std::process::Command::new("chattr")
+        .arg("+C")
+        .arg(&db)
+        .output()
+        .expect("run chattr");
+    assert!(out.status.success(), "chattr +C: {out:?}");
+    let wl = Workload::new(5, 4);
+    {
+        let env = Env::open_path(&db).expect("open in a nodatacow directory");
+        for i in 1..=4 {
+            butter_apply(&env, wl.txn(i)).expect("commit");
+        }
+    }
+    let env = Env::open_path(&db).expect("reopen");
+    assert_eq!(&butter_state(&env).expect("read"), wl.model(4));
+    drop(env);
+    remove_db_dir(&db);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Child: tries to open `LOCK_CHILD_DB` and prints the outcome.
+#[test]
+fn lock_child_entry() {
+    let Some(db) = std::env::var_os("LOCK_CHILD_DB") else {
+        return;
+    };
+    match Env::open_path(PathBuf::from(db)) {
+        Err(Error::Locked { .. }) => println!("LOCKED"),
+        Err(e) => println!("OTHER {e:?}"),
+        Ok(_) => println!("OPENED"),
+    }
+}
+
+#[test]
+fn second_writer_is_locked_out() {
+    let Some(base) = btrfs_dir("second_writer") else {
+        return;
+    };
+    let db = base.join("db");
+    let env = Env::open_path(&db).expect("open");
+    // In this process.
+    assert!(matches!(Env::open_path(&db), Err(Error::Locked { .. })));
+    // In another process.
+    let child = WorkloadChild::spawn(
+        "lock_child_entry",
+        &[("LOCK_CHILD_DB", db.display().to_string())],
+    );
+    let (p, ok) = child.finish(std::time::Duration::from_secs(60));
+    assert!(ok, "lock child failed: {:?}", p.other);
+    assert!(
+        p.other.iter().any(|l| l.contains("LOCKED")),
+        "second process was not refused with Locked: {:?}",
+        p.other
+    );
+    drop(env);
+    // Released with the environment.
+    drop(Env::open_path(&db).expect("open after the first closed"));
+    remove_db_dir(&db);
+    let _ = std::fs::remove_dir_all(&base);
+}
