@@ -14,13 +14,9 @@
 //! A missing key reads as a tile of neutral cells: `0xFFFF` for min ("no target yet"), `0` for
 //! max. Every tile loaded during a pass is written back at its end, changed or not.
 
-use std::collections::{BTreeMap, HashSet};
-use std::io::{Read, Write};
-
 use bincode::Options;
-use flate2::read::ZlibDecoder;
-use flate2::write::ZlibEncoder;
-use flate2::Compression;
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use std::collections::{BTreeMap, HashSet};
 
 use super::config::Config;
 use super::database::get_attestation_for_validator;
@@ -98,37 +94,17 @@ impl Chunk {
     /// # Errors
     /// [`Error::Compression`] on a zlib failure.
     pub fn encode(&self) -> Result<Vec<u8>, Error> {
-        let raw = self.to_raw_bytes()?;
-        let mut encoder = ZlibEncoder::new(Vec::with_capacity(64), Compression::new(6));
-        encoder.write_all(&raw).map_err(Error::Compression)?;
-        encoder.finish().map_err(Error::Compression)
+        TileCodec::new().encode(self)
     }
 
-    /// Decode a stored tile, streaming the inflater into bincode like Lighthouse (anything after
-    /// the cells is ignored), and check it holds exactly C·K cells.
+    /// Decode a stored tile (anything after the C·K cells in the inflated stream is ignored,
+    /// as in Lighthouse) and check it holds exactly C·K cells.
     ///
     /// # Errors
     /// [`Error::Corrupted`] for a bad zlib stream or bincode payload;
     /// [`Error::ChunkLengthMismatch`] for a wrong cell count.
     pub fn decode(bytes: &[u8], config: &Config) -> Result<Self, Error> {
-        let expected = config.cells_per_chunk();
-        let limit = 8 + 2 * expected as u64;
-        let decoder = ZlibDecoder::new(bytes);
-        let data: Vec<u16> = bincode_options(limit)
-            .deserialize_from(decoder.take(limit))
-            .map_err(|e| match *e {
-                bincode::ErrorKind::SizeLimit => {
-                    Error::corrupted("tile", "cell count larger than C·K")
-                }
-                other => Error::corrupted("tile", other),
-            })?;
-        if data.len() != expected {
-            return Err(Error::ChunkLengthMismatch {
-                expected,
-                found: data.len(),
-            });
-        }
-        Ok(Self { data })
+        TileCodec::new().decode(bytes, config)
     }
 
     fn cell(&self, index: usize) -> Result<u16, Error> {
@@ -203,6 +179,118 @@ impl Chunk {
     }
 }
 
+/// Reusable zlib state for encoding and decoding tiles. Creating a level-6 deflate stream
+/// allocates and clears about 270 KB, more than compressing a typical tile costs, so one codec
+/// is reset between tiles instead. The output is the same stream `ZlibEncoder` produces.
+#[derive(Debug)]
+pub struct TileCodec {
+    compress: Compress,
+    decompress: Decompress,
+    raw: Vec<u8>,
+}
+
+impl Default for TileCodec {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TileCodec {
+    /// A codec at zlib level 6 with the zlib header (RFC 1950).
+    pub fn new() -> Self {
+        Self {
+            compress: Compress::new(Compression::new(6), true),
+            decompress: Decompress::new(true),
+            raw: Vec::new(),
+        }
+    }
+
+    /// zlib (level 6) of the bincode bytes of `chunk`.
+    ///
+    /// # Errors
+    /// [`Error::Compression`] on a zlib failure; [`Error::Corrupted`] if bincode fails.
+    pub fn encode(&mut self, chunk: &Chunk) -> Result<Vec<u8>, Error> {
+        self.raw.clear();
+        bincode_options(u64::MAX)
+            .serialize_into(&mut self.raw, &chunk.data)
+            .map_err(|e| Error::corrupted("tile", e))?;
+        self.compress.reset();
+        let start_in = self.compress.total_in();
+        let mut out = Vec::with_capacity(self.raw.len() / 16 + 64);
+        loop {
+            let consumed = usize::try_from(self.compress.total_in() - start_in).map_err(|_| {
+                Error::ArithOverflow {
+                    what: "zlib input offset",
+                }
+            })?;
+            let input = self.raw.get(consumed..).unwrap_or_default();
+            let status = self
+                .compress
+                .compress_vec(input, &mut out, FlushCompress::Finish)
+                .map_err(|e| Error::Compression(std::io::Error::other(e)))?;
+            if status == Status::StreamEnd {
+                return Ok(out);
+            }
+            out.reserve(out.capacity().max(64));
+        }
+    }
+
+    /// Decode a stored tile; see [`Chunk::decode`].
+    ///
+    /// # Errors
+    /// As [`Chunk::decode`].
+    pub fn decode(&mut self, bytes: &[u8], config: &Config) -> Result<Chunk, Error> {
+        let expected = config.cells_per_chunk();
+        let needed = 8 + 2 * expected;
+        self.decompress.reset(true);
+        self.raw.clear();
+        self.raw.reserve(needed);
+        let start_in = self.decompress.total_in();
+        loop {
+            let consumed =
+                usize::try_from(self.decompress.total_in() - start_in).map_err(|_| {
+                    Error::ArithOverflow {
+                        what: "zlib input offset",
+                    }
+                })?;
+            let before = (consumed, self.raw.len());
+            let input = bytes.get(consumed..).unwrap_or_default();
+            let status = self
+                .decompress
+                .decompress_vec(input, &mut self.raw, FlushDecompress::Finish)
+                .map_err(|e| Error::corrupted("tile", e))?;
+            if status == Status::StreamEnd || self.raw.len() >= needed {
+                break;
+            }
+            let progressed = usize::try_from(self.decompress.total_in() - start_in).ok()
+                != Some(before.0)
+                || self.raw.len() != before.1;
+            if !progressed {
+                return Err(Error::corrupted("tile", "truncated zlib stream"));
+            }
+            if self.raw.len() == self.raw.capacity() {
+                self.raw
+                    .reserve(needed.saturating_sub(self.raw.len()).max(64));
+            }
+        }
+        let data: Vec<u16> = bincode_options(needed as u64)
+            .deserialize(&self.raw)
+            .map_err(|e| match *e {
+                bincode::ErrorKind::SizeLimit => {
+                    Error::corrupted("tile", "cell count larger than C·K")
+                }
+                other => Error::corrupted("tile", other),
+            })?;
+        if data.len() != expected {
+            return Err(Error::ChunkLengthMismatch {
+                expected,
+                found: data.len(),
+            });
+        }
+        Ok(Chunk { data })
+    }
+}
+
 /// What the in-memory check of one (validator, attestation) found.
 #[derive(Debug)]
 enum Check {
@@ -221,6 +309,7 @@ struct Pass<'a, T: RwTransaction> {
     kind: TargetArray,
     vci: u64,
     updated: BTreeMap<usize, Chunk>,
+    codec: &'a mut TileCodec,
 }
 
 impl<T: RwTransaction> Pass<'_, T> {
@@ -236,7 +325,7 @@ impl<T: RwTransaction> Pass<'_, T> {
         if !self.updated.contains_key(&chunk_index) {
             let key = chunk_key(self.config.disk_key(self.vci, chunk_index)?);
             let chunk = match self.txn.get(self.db(), &key)? {
-                Some(bytes) => Chunk::decode(&bytes, self.config)?,
+                Some(bytes) => self.codec.decode(&bytes, self.config)?,
                 None => Chunk::neutral(self.kind, self.config),
             };
             self.updated.insert(chunk_index, chunk);
@@ -388,7 +477,8 @@ impl<T: RwTransaction> Pass<'_, T> {
         let n = self.updated.len();
         for (chunk_index, chunk) in &self.updated {
             let key = chunk_key(self.config.disk_key(self.vci, *chunk_index)?);
-            self.txn.put(db, &key, &chunk.encode()?)?;
+            let value = self.codec.encode(chunk)?;
+            self.txn.put(db, &key, &value)?;
         }
         Ok(n)
     }
@@ -403,6 +493,7 @@ pub(crate) struct ArrayCounts {
 /// Spec §3.2 step 6b for validator chunk `vci`: the Min pass, the Max pass, then
 /// `current_epochs` := `current_epoch` for all K validators of the chunk. `subqueue` lists the
 /// chunk's records with multiplicity, in `(validator, data_hash)` order.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn update<T: RwTransaction>(
     txn: &mut T,
     dbs: &OpenDatabases<T::Database>,
@@ -411,6 +502,7 @@ pub(crate) fn update<T: RwTransaction>(
     subqueue: &[&AttesterRecord],
     current_epoch: u64,
     slashings: &mut HashSet<AttesterSlashing>,
+    codec: &mut TileCodec,
 ) -> Result<ArrayCounts, Error> {
     // Group by the chunk index of the source, keeping subqueue order inside each group.
     let mut by_chunk: BTreeMap<usize, Vec<&AttesterRecord>> = BTreeMap::new();
@@ -429,6 +521,7 @@ pub(crate) fn update<T: RwTransaction>(
             kind,
             vci,
             updated: BTreeMap::new(),
+            codec: &mut *codec,
         };
         pass.epoch_update(current_epoch)?;
         for records in by_chunk.values() {
@@ -474,6 +567,13 @@ mod tests {
         assert!(raw[8..].iter().all(|&b| b == 0xFF));
         let enc = min.encode().unwrap();
         assert_eq!(&enc[..2], &[0x78, 0x9C]);
+        let mut reference = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(6));
+        std::io::Write::write_all(&mut reference, &raw).unwrap();
+        assert_eq!(
+            enc,
+            reference.finish().unwrap(),
+            "same stream as flate2's ZlibEncoder"
+        );
         assert_eq!(Chunk::decode(&enc, &config).unwrap(), min);
         let max = Chunk::neutral(TargetArray::Max, &config);
         assert_eq!(Chunk::decode(&max.encode().unwrap(), &config).unwrap(), max);
@@ -498,9 +598,15 @@ mod tests {
         // A count far larger than C·K is refused without allocating it.
         let mut raw = vec![0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
         raw.extend_from_slice(&[0; 16]);
-        let mut e = ZlibEncoder::new(Vec::new(), Compression::new(6));
-        e.write_all(&raw).unwrap();
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(6));
+        std::io::Write::write_all(&mut e, &raw).unwrap();
         assert!(Chunk::decode(&e.finish().unwrap(), &config).is_err());
+        // A codec reused after an error still works.
+        let mut codec = TileCodec::new();
+        assert!(codec.decode(b"junk", &config).is_err());
+        let encoded = codec.encode(&chunk).unwrap();
+        assert_eq!(encoded, enc, "same stream as a fresh encoder");
+        assert_eq!(codec.decode(&encoded, &config).unwrap(), chunk);
     }
 
     #[test]

@@ -164,6 +164,13 @@ impl<E: Environment> Slasher<E> {
             .push(Arc::new(AttesterRecord::new(attestation)));
     }
 
+    /// Queue an attestation whose hashes were computed earlier by [`AttesterRecord::new`] (on
+    /// another thread, or once for several slashers, as a replay benchmark may want). Equivalent
+    /// to [`Slasher::accept_attestation`] otherwise.
+    pub fn accept_attester_record(&self, record: Arc<AttesterRecord>) {
+        self.attestation_queue.push(record);
+    }
+
     /// Queue a block header for the next batch (duplicates are ignored). The signature is not
     /// verified.
     pub fn accept_block_header(&self, header: SignedBeaconBlockHeader) {
@@ -283,6 +290,7 @@ impl<E: Environment> Slasher<E> {
         stats.attestation_stats.num_validator_chunks = subqueues.len();
         let mut double_vote_us = 0;
         let mut arrays_us = 0;
+        let mut codec = array::TileCodec::new();
         for (vci, subqueue) in subqueues.iter().enumerate() {
             let vci = vci as u64;
             let records: Vec<(&AttesterRecord, IndexedAttestationId)> = subqueue
@@ -317,6 +325,7 @@ impl<E: Environment> Slasher<E> {
                 &only_records,
                 current_epoch,
                 &mut found.attester,
+                &mut codec,
             )?;
             stats.attestation_stats.num_tiles_written += counts.tiles_written;
             arrays_us += micros_since(t);

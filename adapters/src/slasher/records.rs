@@ -11,14 +11,17 @@ use super::keys::MAX_ATTESTER_VALIDATOR_INDEX;
 use super::types::{Hash256, IndexedAttestation, SignedBeaconBlockHeader};
 
 /// An attestation with the two hashes Lighthouse computes at enqueue time (spec §8).
+///
+/// The fields are private so that the hashes always match the attestation: the only
+/// constructor computes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttesterRecord {
     /// The attestation as given (its signature is never verified).
-    pub attestation: IndexedAttestation,
+    pub(crate) attestation: IndexedAttestation,
     /// `attestation_data_hash`: tree-hash root of `data`.
-    pub data_hash: Hash256,
+    pub(crate) data_hash: Hash256,
     /// `indexed_attestation_hash`: tree-hash root of the indexed attestation in Electra form.
-    pub indexed_hash: Hash256,
+    pub(crate) indexed_hash: Hash256,
 }
 
 impl AttesterRecord {
@@ -31,6 +34,22 @@ impl AttesterRecord {
             data_hash,
             indexed_hash,
         }
+    }
+
+    /// The attestation.
+    pub fn attestation(&self) -> &IndexedAttestation {
+        &self.attestation
+    }
+
+    /// `attestation_data_hash`: tree-hash root of `data` (the de-duplication key and the value
+    /// cached in the LRU).
+    pub fn data_hash(&self) -> Hash256 {
+        self.data_hash
+    }
+
+    /// `indexed_attestation_hash`: the key suffix in `indexed_attestation_ids`.
+    pub fn indexed_hash(&self) -> Hash256 {
+        self.indexed_hash
     }
 
     /// Source epoch.
