@@ -187,3 +187,58 @@ fn fail_every_operation() {
         violations.join("\n")
     );
 }
+
+/// Regression test for an engine bug found by this tier: when deleting an old generation
+/// fails after it took effect (the directory is gone but an error came back), the engine keeps
+/// the generation on its to-delete list, and every later GC stops at it with `ENOENT` before
+/// reaching newer ones, so old generations pile up (and keep their disk space) until reopen.
+/// GC should treat a missing generation as deleted, and go on past one failure.
+#[test]
+#[ignore = "engine bug: GC retries a vanished generation forever and leaks later ones"]
+fn gc_error_after_delete_does_not_leak_generations() {
+    let Some(base) = btrfs_dir("gc_leak") else {
+        return;
+    };
+    let wl = Workload::new(SEED, 8);
+    // Find the first GC deletion inside a commit (the open's own operations come first).
+    let mut n = 1;
+    let leaked = loop {
+        let dir = base.join(format!("n{n}"));
+        let fs = Arc::new(FaultyFs::new());
+        let env = Env::builder(&dir)
+            .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
+            .open()
+            .expect("open");
+        let opened_ops = fs.ops();
+        fs.set_plan(Some(FaultPlan {
+            at: opened_ops + n,
+            errno: libc::EIO,
+            sticky: false,
+            timing: FaultTiming::After,
+        }));
+        // A fault in any other operation fails its commit: not the case wanted.
+        let all_ok = (1..=wl.len()).all(|i| butter_apply(&env, wl.txn(i)).is_ok());
+        let hit_gc = all_ok
+            && fs
+                .failures()
+                .first()
+                .is_some_and(|f| f.1 == "delete_subvolume");
+        let gens = std::fs::read_dir(&dir)
+            .expect("list")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+            .count();
+        drop(env);
+        remove_db_dir(&dir);
+        if hit_gc {
+            break gens;
+        }
+        n += 1;
+        assert!(n < 100, "no GC deletion found");
+    };
+    let _ = std::fs::remove_dir_all(&base);
+    assert_eq!(
+        leaked, 1,
+        "{leaked} generations on disk after the workload, want 1"
+    );
+}
