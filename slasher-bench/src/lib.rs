@@ -6,7 +6,13 @@
 //! [`fixture::Batch`] at a time.
 #![warn(missing_docs)]
 
+pub mod beacon_api;
+pub mod environment;
 pub mod fixture;
+pub mod import;
+pub mod measure;
+pub mod replay;
+pub mod report;
 pub mod shuffle;
 
 /// `slasher-bench <version>`, recorded in manifests.
