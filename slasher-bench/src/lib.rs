@@ -10,6 +10,7 @@ pub mod beacon_api;
 pub mod environment;
 pub mod fixture;
 pub mod import;
+pub mod record;
 pub mod measure;
 pub mod replay;
 pub mod report;
