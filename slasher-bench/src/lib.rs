@@ -9,9 +9,10 @@
 pub mod beacon_api;
 pub mod environment;
 pub mod fixture;
+pub mod generate;
 pub mod import;
-pub mod record;
 pub mod measure;
+pub mod record;
 pub mod replay;
 pub mod report;
 pub mod shuffle;

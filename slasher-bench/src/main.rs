@@ -1,3 +1,214 @@
-//! `slasher-bench`: replay attestation batches through the slasher on every backend.
+//! `slasher-bench`: produce replay fixtures (import, record, generate), inspect them, and replay
+//! them through the slasher on every backend.
+//!
+//! Each subcommand is one variant of [`Command`] with its own `Args` struct and `run` function;
+//! add a subcommand by adding a variant and a match arm in [`main`].
 
-fn main() {}
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use slasher_bench::fixture::FixtureReader;
+use slasher_bench::generate::{generate, GenerateOptions};
+use slasher_bench::import::{import_beacon_api, ImportOptions};
+use slasher_bench::record::{record, RecordOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "slasher-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Turn beacon-node REST API responses (attestations and headers per slot, optionally
+    /// committees per epoch) into a replay fixture.
+    ImportBeaconApi(ImportArgs),
+    /// Fetch attestations, headers and committees from a live beacon node into a directory that
+    /// `import-beacon-api` reads.
+    Record(RecordArgs),
+    /// Write a deterministic synthetic fixture with injected slashings.
+    Generate(GenerateArgs),
+    /// Print a fixture's manifest and check every batch record.
+    Inspect(InspectArgs),
+    /// Replay a fixture through the slasher on every backend and write a report.
+    Replay(slasher_bench::replay::ReplayArgs),
+    /// Re-render one report, or merge several, from their report.json files.
+    Report(slasher_bench::report::ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// Directory of `<slot>.json[.gz]` responses of `/eth/v1/beacon/blocks/<slot>/attestations`.
+    #[arg(long)]
+    attestations: PathBuf,
+    /// Directory of `<slot>.json[.gz]` responses of `/eth/v1/beacon/headers/<slot>`.
+    #[arg(long)]
+    headers: PathBuf,
+    /// Directory of `<epoch>.json[.gz]` responses of `/eth/v1/beacon/states/<id>/committees`;
+    /// without it, committees are synthesised with the spec shuffle and a substitute seed.
+    #[arg(long)]
+    committees: Option<PathBuf>,
+    /// First slot to import.
+    #[arg(long)]
+    from_slot: Option<u64>,
+    /// Last slot to import (inclusive).
+    #[arg(long)]
+    to_slot: Option<u64>,
+    /// Fixture name for the manifest.
+    #[arg(long)]
+    name: Option<String>,
+    /// Network name for the manifest.
+    #[arg(long, default_value = "mainnet")]
+    network: String,
+    /// Output fixture file.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct RecordArgs {
+    /// Base URL of the beacon node's REST API, e.g. http://127.0.0.1:5052.
+    #[arg(long)]
+    beacon_node: String,
+    /// First slot.
+    #[arg(long)]
+    from_slot: u64,
+    /// Last slot (inclusive).
+    #[arg(long)]
+    to_slot: u64,
+    /// Output directory (attestations/, headers/, committees/).
+    #[arg(long)]
+    out: PathBuf,
+    /// Attempts per request.
+    #[arg(long, default_value_t = 5)]
+    attempts: u32,
+    /// Per-request timeout in seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout_secs: u64,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct GenerateArgs {
+    /// Active validators.
+    #[arg(long)]
+    validators: u64,
+    /// Epochs (one batch per slot).
+    #[arg(long)]
+    epochs: u64,
+    /// Seed.
+    #[arg(long)]
+    seed: u64,
+    /// First epoch.
+    #[arg(long, default_value_t = 100)]
+    start_epoch: u64,
+    /// Injected double votes.
+    #[arg(long, default_value_t = 2)]
+    double_votes: u32,
+    /// Injected surround votes.
+    #[arg(long, default_value_t = 2)]
+    surround_votes: u32,
+    /// Injected double proposals.
+    #[arg(long, default_value_t = 2)]
+    double_proposals: u32,
+    /// Fixture name for the manifest.
+    #[arg(long)]
+    name: Option<String>,
+    /// Output fixture file.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// Fixture file.
+    fixture: PathBuf,
+}
+
+fn run_import(args: ImportArgs) -> anyhow::Result<()> {
+    let mut opts = ImportOptions::new(args.attestations, args.headers);
+    opts.committees_dir = args.committees;
+    opts.from_slot = args.from_slot;
+    opts.to_slot = args.to_slot;
+    opts.name = args.name;
+    opts.network = args.network;
+    let summary = import_beacon_api(&opts, &args.out)
+        .with_context(|| format!("importing into {}", args.out.display()))?;
+    let c = &summary.manifest.contents;
+    println!(
+        "wrote {}: {} batches, {} headers, {} attestations, {} missed slots skipped",
+        args.out.display(),
+        c.batch_count,
+        c.header_count,
+        c.attestation_count,
+        summary.missed_slots.len()
+    );
+    for epoch in &summary.active_validators {
+        println!(
+            "epoch {}: {} active validators ({} committees seen, {})",
+            epoch.epoch, epoch.active_validators, epoch.committees_seen, epoch.inferred_from
+        );
+    }
+    Ok(())
+}
+
+fn run_record(args: RecordArgs) -> anyhow::Result<()> {
+    let mut opts = RecordOptions::new(args.beacon_node, args.from_slot, args.to_slot, args.out);
+    opts.attempts = args.attempts;
+    opts.timeout = Duration::from_secs(args.timeout_secs);
+    opts.progress = !args.quiet;
+    let summary = record(&opts).context("recording")?;
+    println!(
+        "fetched {} files, skipped {} already present, {} missed slots (404), {} retries",
+        summary.fetched, summary.skipped, summary.missed, summary.retries
+    );
+    Ok(())
+}
+
+fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
+    let mut opts = GenerateOptions::new(args.validators, args.epochs, args.seed);
+    opts.start_epoch = args.start_epoch;
+    opts.double_votes = args.double_votes;
+    opts.surround_votes = args.surround_votes;
+    opts.double_proposals = args.double_proposals;
+    opts.name = args.name;
+    let manifest =
+        generate(&opts, &args.out).with_context(|| format!("generating {}", args.out.display()))?;
+    let c = &manifest.contents;
+    println!(
+        "wrote {}: {} batches, {} headers, {} attestations, {} expected slashings",
+        args.out.display(),
+        c.batch_count,
+        c.header_count,
+        c.attestation_count,
+        manifest
+            .description
+            .expected_slashings
+            .as_ref()
+            .map_or(0, Vec::len)
+    );
+    Ok(())
+}
+
+fn run_inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let reader = FixtureReader::open(&args.fixture)?;
+    println!("{}", serde_json::to_string_pretty(reader.manifest())?);
+    let batches = reader.verify()?;
+    println!("ok: {batches} batches verified");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::ImportBeaconApi(args) => run_import(args),
+        Command::Record(args) => run_record(args),
+        Command::Generate(args) => run_generate(args),
+        Command::Inspect(args) => run_inspect(args),
+        Command::Replay(args) => slasher_bench::replay::run(args),
+        Command::Report(args) => slasher_bench::report::run(args),
+    }
+}
