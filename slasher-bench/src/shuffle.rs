@@ -90,39 +90,54 @@ pub fn compute_shuffled_index(index: u64, index_count: u64, seed: &[u8; 32]) -> 
 
 /// `[compute_shuffled_index(i, count, seed) for i in 0..count]`, computed round by round for all
 /// positions together. Empty if `count` is 0 or above 2^32.
+///
+/// Each round of the spec function is an involution on `0..count`: it swaps `x` with
+/// `flip = (pivot - x) mod count` when the bit at `max(x, flip)` is set. Applying round `r` to
+/// every tracked value is the same as swapping the entries `x` and `flip` of the inverse mapping,
+/// so each round visits each pair once, in order. The result is the inverse of that mapping.
 pub fn shuffled_positions(count: u64, seed: &[u8; 32]) -> Vec<u64> {
+    let Ok(n) = usize::try_from(count) else {
+        return Vec::new();
+    };
     if count == 0 || count > u64::from(u32::MAX) {
         return Vec::new();
     }
-    let mut current: Vec<u64> = (0..count).collect();
+    // inverse[v] = the position whose current value is v.
+    let mut inverse: Vec<u32> = (0..count as u32).collect();
     let blocks = count.div_ceil(256);
-    let mut bits = Vec::with_capacity(usize::try_from(blocks * 32).unwrap_or_default());
+    let mut bits = Vec::with_capacity(n.div_ceil(8) + 32);
     for round in 0..SHUFFLE_ROUND_COUNT {
-        let pivot = pivot(seed, round, count);
+        let pivot = pivot(seed, round, count) as usize;
         bits.clear();
         for block in 0..blocks {
             // `count` <= u32::MAX, so `block` fits.
             bits.extend_from_slice(&source_block(seed, round, block as u32));
         }
-        for value in &mut current {
-            // (pivot + count - value) % count without a division: both are below count.
-            let flip = if pivot >= *value {
-                pivot - *value
-            } else {
-                pivot + count - *value
-            };
-            let position = (*value).max(flip);
-            // position < count <= 256 * blocks, so the byte exists.
-            let byte = bits
-                .get((position / 8) as usize)
-                .copied()
-                .unwrap_or_default();
-            if (byte >> (position % 8)) & 1 == 1 {
-                *value = flip;
+        let bit = |position: usize| {
+            bits.get(position / 8)
+                .is_some_and(|b| (b >> (position % 8)) & 1 == 1)
+        };
+        // Pairs (x, pivot - x) with x < pivot - x, then (x, pivot + n - x) above the pivot; the
+        // bit is read at the larger member of the pair.
+        let mut swap_pairs = |mut low: usize, mut high: usize| {
+            while low < high {
+                if bit(high) {
+                    inverse.swap(low, high);
+                }
+                low += 1;
+                high -= 1;
             }
+        };
+        swap_pairs(0, pivot);
+        swap_pairs(pivot + 1, n - 1);
+    }
+    let mut positions = vec![0u64; n];
+    for (value, position) in inverse.iter().enumerate() {
+        if let Some(slot) = positions.get_mut(*position as usize) {
+            *slot = value as u64;
         }
     }
-    current
+    positions
 }
 
 /// The committees of one epoch over the active set `0..active`, for a given seed.
