@@ -263,13 +263,14 @@ impl Env {
             }
             fs.create_subvolume(&live)
                 .map_err(|e| match e.raw_os_error() {
-                    Some(libc::EPERM) | Some(libc::EACCES) => {
-                        Error::io("create subvolume", &live, e)
+                    // btrfs refuses the subvolume ioctl itself: not a place for subvolumes.
+                    Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP | libc::EXDEV) => {
+                        Error::NotSubvolumeCapable {
+                            path: root.clone(),
+                            source: e,
+                        }
                     }
-                    _ => Error::NotSubvolumeCapable {
-                        path: root.clone(),
-                        source: e,
-                    },
+                    _ => Error::io("create subvolume", &live, e),
                 })?;
             let manifest = Manifest {
                 table_format: b.table_format.code(),
@@ -463,6 +464,7 @@ impl Env {
         let mut old = self.old_generations.lock();
         let pins = self.pins.lock();
         let mut keep = Vec::new();
+        let mut first_error = None;
         for &g in old.iter() {
             if pins.contains_key(&g) {
                 keep.push(g);
@@ -470,12 +472,18 @@ impl Env {
             }
             fail_point("gc::delete");
             let dir = self.root.join(gen_name(g));
-            self.fs
-                .delete_subvolume(&dir)
-                .map_err(|e| Error::io("delete subvolume", &dir, e))?;
+            match self.fs.delete_subvolume(&dir) {
+                Ok(()) => {}
+                // Already gone (an earlier attempt took effect but reported an error).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    keep.push(g);
+                    first_error.get_or_insert(Error::io("delete subvolume", &dir, e));
+                }
+            }
         }
         *old = keep;
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Commit a write transaction's memtables. Called by `WriteTxn::commit` with the writer
@@ -537,10 +545,14 @@ impl Env {
                 let path = self.live.join(sqlite::file_name(i));
                 writer.sqlite.push(SqliteTable::open_live(path, true)?);
             }
-            for (file, mem) in writer.sqlite.iter_mut().zip(memtables) {
+            for (i, (file, mem)) in writer.sqlite.iter_mut().zip(memtables).enumerate() {
                 if !mem.is_empty() {
                     info.bytes_written += file.apply(mem)?;
                     info.segments_written += 1;
+                    let path = self.live.join(sqlite::file_name(i));
+                    self.fs
+                        .write_back(&path)
+                        .map_err(|e| Error::io("write back", &path, e))?;
                 }
             }
         }

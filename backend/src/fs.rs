@@ -23,8 +23,14 @@ pub trait Fs: Send + Sync + Debug {
     /// `SNAP_DESTROY` is refused). Not durable by itself.
     fn delete_subvolume(&self, path: &Path) -> io::Result<()>;
 
-    /// Create a new file (fails if it exists) holding exactly `data`. No fsync.
+    /// Create a new file (fails if it exists) holding exactly `data`, and write it back to the
+    /// device so that a write error is reported here, before the snapshot (btrfs's snapshot
+    /// writes back dirty data too, but does not fail when that write-back does). No fsync.
     fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()>;
+
+    /// Write back a file changed through another descriptor (SQLite's), reporting write
+    /// errors, as `write_new_file` does for its own files.
+    fn write_back(&self, path: &Path) -> io::Result<()>;
 
     /// Rename a file, replacing the destination.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -279,7 +285,12 @@ impl Fs for BtrfsFs {
 
     fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
         let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
-        file.write_all(data)
+        file.write_all(data)?;
+        sys::write_back(file.as_fd())
+    }
+
+    fn write_back(&self, path: &Path) -> io::Result<()> {
+        sys::write_back(File::open(path)?.as_fd())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -421,6 +432,10 @@ impl Fs for FaultyFs {
 
     fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
         self.run("write_new_file", || self.inner.write_new_file(path, data))
+    }
+
+    fn write_back(&self, path: &Path) -> io::Result<()> {
+        self.run("write_back", || self.inner.write_back(path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

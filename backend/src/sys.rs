@@ -299,6 +299,23 @@ pub fn sync(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)` over the whole file: writes its dirty
+/// pages to the device and waits, returning any write-back error (EIO, ENOSPC). Flushes no
+/// device cache and commits no metadata: that is the snapshot's job.
+pub fn write_back(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: `fd` is open for the whole call (borrowed); offset 0 and length 0 mean "the whole
+    // file"; no memory is passed to the kernel.
+    let r = unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, flags) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `BTRFS_IOC_START_SYNC`: starts committing the current transaction without waiting, and
 /// returns its id for [`wait_sync`].
 pub fn start_sync(fd: BorrowedFd<'_>) -> io::Result<u64> {

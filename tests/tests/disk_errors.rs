@@ -128,14 +128,13 @@ fn eio_on_flushes_and_reads() {
 
 /// EIO on single writes spread over the workload.
 ///
-/// Ignored until the engine is fixed: when the failed write is a segment's data block,
-/// btrfs drops that extent but still commits the snapshot, so `commit` returns Ok while the
-/// committed segment is empty; the next open fails with `Corrupted` ("length 0, manifest says
-/// N"), losing every acknowledged commit (reproduction: `EIO_SEED=7954791363250290112`,
-/// write 49 after mount). The engine should write back each new file and check for errors
-/// before the snapshot (e.g. `sync_file_range` WAIT_BEFORE|WRITE|WAIT_AFTER, or fdatasync).
+/// Regression test: when a failed write was a segment's data block, btrfs dropped that extent
+/// but still committed the snapshot, so `commit` returned Ok while the committed segment was
+/// empty; the next open failed with `Corrupted` ("length 0, manifest says N"), losing every
+/// acknowledged commit (reproduction: `EIO_SEED=7954791363250290112`, write 49 after mount).
+/// The engine now writes back each new file with `sync_file_range` and checks for errors before
+/// the snapshot.
 #[test]
-#[ignore = "engine bug: a data write EIO is not seen by the snapshot ioctl (see doc comment)"]
 fn eio_on_single_writes() {
     if !require("eio_on_single_writes", &device_problems()) {
         return;
