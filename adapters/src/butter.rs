@@ -141,15 +141,15 @@ impl<'env> backend::RwTransaction for RwTransaction<'env> {
 
 impl backend::Cursor for Cursor<'_, '_> {
     fn first_key(&mut self) -> Result<Option<backend::Key>, Error> {
-        Ok(self.cursor.first()?)
+        Ok(self.cursor.first_key()?)
     }
 
     fn last_key(&mut self) -> Result<Option<backend::Key>, Error> {
-        Ok(self.cursor.last()?)
+        Ok(self.cursor.last_key()?)
     }
 
     fn next_key(&mut self) -> Result<Option<backend::Key>, Error> {
-        self.cursor.next().map_err(cursor_error)
+        self.cursor.next_key().map_err(cursor_error)
     }
 
     fn get_current(&mut self) -> Result<Option<(backend::Key, Vec<u8>)>, Error> {

@@ -442,6 +442,9 @@ impl Segment {
     }
 }
 
+/// A key and its value (`None` for a tombstone), borrowed from a block.
+pub(crate) type Entry<'a> = (&'a [u8], Option<&'a [u8]>);
+
 /// Sequential iterator over a segment's entries, tombstones included.
 #[derive(Debug)]
 pub(crate) struct SegmentIter {
@@ -453,7 +456,7 @@ pub(crate) struct SegmentIter {
 
 impl SegmentIter {
     /// The current entry without advancing: (key, value or tombstone).
-    pub(crate) fn peek(&mut self) -> Result<Option<(&[u8], Option<&[u8]>)>> {
+    pub(crate) fn peek(&mut self) -> Result<Option<Entry<'_>>> {
         loop {
             if self.block.is_none() {
                 if self.block_index >= self.seg.block_count() {
@@ -599,14 +602,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{}.seg", rand::random::<u64>()));
         std::fs::write(&path, bytes).unwrap();
-        let r = Segment::open(
+        Segment::open(
             path.clone(),
             1,
             bytes.len() as u64,
             entries,
             Arc::new(BlockCache::new(1 << 20)),
-        );
-        r
+        )
     }
 
     fn sample() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {

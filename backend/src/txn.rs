@@ -347,7 +347,7 @@ impl Cursor<'_, '_> {
     ///
     /// # Errors
     /// I/O or corruption.
-    pub fn first(&mut self) -> Result<Option<Vec<u8>>> {
+    pub fn first_key(&mut self) -> Result<Option<Vec<u8>>> {
         let k = self.view().next_live(None, true)?;
         Ok(self.set(k))
     }
@@ -356,7 +356,7 @@ impl Cursor<'_, '_> {
     ///
     /// # Errors
     /// I/O or corruption.
-    pub fn last(&mut self) -> Result<Option<Vec<u8>>> {
+    pub fn last_key(&mut self) -> Result<Option<Vec<u8>>> {
         let k = self.view().prev_live(None)?;
         Ok(self.set(k))
     }
@@ -365,7 +365,7 @@ impl Cursor<'_, '_> {
     ///
     /// # Errors
     /// [`Error::CursorUnpositioned`] if never positioned; I/O or corruption.
-    pub fn next(&mut self) -> Result<Option<Vec<u8>>> {
+    pub fn next_key(&mut self) -> Result<Option<Vec<u8>>> {
         let k = match &self.state {
             State::Unpositioned => return Err(Error::CursorUnpositioned),
             State::End => return Ok(None),
