@@ -211,7 +211,6 @@ fn injected_slashings_are_exactly_the_listed_ones() {
                     .collect();
                 assert_eq!(headers.len(), 2, "two different headers for slot {slot}");
             }
-            other => panic!("unexpected kind {other:?}"),
         }
     }
     assert_eq!(brute_force_slashings(&batches), want);

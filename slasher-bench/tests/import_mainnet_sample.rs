@@ -6,7 +6,9 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use slasher_bench::fixture::{CommitteeAssignment, FixtureReader, SourceKind};
-use slasher_bench::import::{import_beacon_api, ImportError, ImportOptions};
+use slasher_bench::import::{
+    ensure_default_fixture, import_beacon_api, ImportError, ImportOptions, DEFAULT_FIXTURE_NAME,
+};
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -39,7 +41,17 @@ fn read_json_gz(path: PathBuf) -> Value {
 fn whole_sample_counts() {
     let out = tempfile::tempdir().unwrap();
     let path = out.path().join("sample.fixture");
-    let summary = import_beacon_api(&sample_options(), &path).unwrap();
+    let mut opts = sample_options();
+    opts.name = Some(DEFAULT_FIXTURE_NAME.into());
+    let summary = import_beacon_api(&opts, &path).unwrap();
+    // The default benchmark fixture is exactly this import; an existing one is reused.
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let reused = ensure_default_fixture(&sample_dir(), &path).unwrap();
+    assert_eq!(reused, summary.manifest);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        modified
+    );
     let c = &summary.manifest.contents;
     assert_eq!(c.batch_count, 1012);
     assert_eq!(c.header_count, 1012);
