@@ -98,6 +98,8 @@ fn schema_version_checked<E: Environment>(ctx: &TestCtx) {
         txn.commit().expect("commit");
         drop(slasher);
         let slasher = ctx.open::<E>(other);
+        // Table handles belong to the environment that opened them.
+        let dbs = *slasher.databases();
         let txn = slasher.environment().begin_rw_txn().expect("txn");
         assert!(txn.get(dbs.metadata_db, &[0x00]).expect("get").is_some());
         assert!(txn.get(dbs.metadata_db, &[0x01]).expect("get").is_some());
