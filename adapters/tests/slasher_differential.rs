@@ -77,6 +77,9 @@ fn scenario(seed: u64) -> Scenario {
     let h = history_length as u64;
     let validators = rng.gen_range(8..=64);
     let fault_rate = rng.gen_range(0.002..0.03);
+    // Mean attestations per batch (and twice that per prune), per seed: a few dozen to a hundred
+    // and more, so batches mix many attestations and the number of commits stays moderate.
+    let batch_interval = rng.gen_range(40..=120);
     let mut epoch = rng.gen_range(0..2 * h);
     let mut events = Vec::new();
     let mut sent: Vec<IndexedAttestation> = Vec::new();
@@ -125,10 +128,10 @@ fn scenario(seed: u64) -> Scenario {
         events.push(Event::Attest(Box::new(attestation)));
         attestations += 1;
 
-        if rng.gen_range(0..40) == 0 {
+        if rng.gen_range(0..batch_interval) == 0 {
             events.push(Event::Process(epoch));
         }
-        if rng.gen_range(0..80) == 0 {
+        if rng.gen_range(0..2 * batch_interval) == 0 {
             events.push(Event::Prune(epoch));
         }
         match rng.gen_range(0..1000) {

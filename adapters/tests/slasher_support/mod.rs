@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -195,10 +196,14 @@ pub fn backend_dir(backend: &str) -> Option<TempDir> {
                     std::env::var("CI").map_or(true, |v| v != "true"),
                     "BUTTER_BTRFS_DIR must be set in CI to run the slasher tests on butter_db"
                 );
-                eprintln!(
+                // Written to the stderr handle directly: the test harness captures `eprintln!`
+                // of passing tests, and this line must be seen.
+                writeln!(
+                    std::io::stderr(),
                     "SKIP: {backend}: BUTTER_BTRFS_DIR is not set; slasher test not run on \
                      butter_db (set it to a directory on btrfs)"
-                );
+                )
+                .expect("write to stderr");
                 None
             }
         }
