@@ -14,8 +14,7 @@
 //! A missing key reads as a tile of neutral cells: `0xFFFF` for min ("no target yet"), `0` for
 //! max. Every tile loaded during a pass is written back at its end, changed or not.
 
-use bincode::Options;
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::{Decompress, FlushDecompress, Status};
 use std::collections::{BTreeMap, HashSet};
 
 use super::config::Config;
@@ -61,14 +60,43 @@ pub struct Chunk {
     pub data: Vec<u16>,
 }
 
-fn bincode_options(limit: u64) -> impl Options {
-    // Lighthouse's bincode 1.3 legacy configuration (fixed-width, little-endian, trailing bytes
-    // ignored), plus a size limit so a corrupt length cannot make us allocate without bound.
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_little_endian()
-        .allow_trailing_bytes()
-        .with_limit(limit)
+/// bincode 1.3's fixed-width little-endian encoding of a `Vec<u16>`, written by hand (it is
+/// an 8-byte element count, then 2 bytes per cell): serde's generic path costs more than the
+/// compression of a typical tile.
+fn raw_bytes_into(cells: &[u16], raw: &mut Vec<u8>) {
+    raw.clear();
+    raw.reserve(8 + 2 * cells.len());
+    raw.extend_from_slice(&(cells.len() as u64).to_le_bytes());
+    for c in cells {
+        raw.extend_from_slice(&c.to_le_bytes());
+    }
+}
+
+/// Parse the inflated bytes of a tile: the element count, then that many cells. Bytes after
+/// them are ignored (as Lighthouse's streaming bincode read does).
+fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
+    let count = raw
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| Error::corrupted("tile", "shorter than its cell count"))?;
+    if count > expected as u64 {
+        return Err(Error::corrupted("tile", "cell count larger than C·K"));
+    }
+    let count = count as usize;
+    if count != expected {
+        return Err(Error::ChunkLengthMismatch {
+            expected,
+            found: count,
+        });
+    }
+    let cells = raw
+        .get(8..8 + 2 * count)
+        .ok_or_else(|| Error::corrupted("tile", "truncated cells"))?;
+    Ok(cells
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect())
 }
 
 impl Chunk {
@@ -84,9 +112,9 @@ impl Chunk {
     /// # Errors
     /// [`Error::Corrupted`] if bincode fails (it does not for a `Vec<u16>`).
     pub fn to_raw_bytes(&self) -> Result<Vec<u8>, Error> {
-        bincode_options(u64::MAX)
-            .serialize(&self.data)
-            .map_err(|e| Error::corrupted("tile", e))
+        let mut raw = Vec::new();
+        raw_bytes_into(&self.data, &mut raw);
+        Ok(raw)
     }
 
     /// zlib (level 6) of the bincode bytes: the stored value.
@@ -179,14 +207,26 @@ impl Chunk {
     }
 }
 
-/// Reusable zlib state for encoding and decoding tiles. Creating a level-6 deflate stream
-/// allocates and clears about 270 KB, more than compressing a typical tile costs, so one codec
-/// is reset between tiles instead. The output is the same stream `ZlibEncoder` produces.
-#[derive(Debug)]
+/// Reusable state for encoding and decoding tiles, with libdeflate (zlib format, level 6).
+/// Lighthouse compresses with C zlib; the compressed bytes are not canonical (spec §2.6) and
+/// Lighthouse only ever inflates them, so any valid zlib stream that inflates to the same tile
+/// bytes is compatible. libdeflate compresses and inflates whole buffers several times faster,
+/// which matters because a cold start rewrites about 256 tiles per validator chunk per batch.
+/// A stream that inflates to more than a tile (someone else's writer) falls back to flate2's
+/// streaming inflater, which reads just the tile from the front.
 pub struct TileCodec {
-    compress: Compress,
+    compressor: libdeflater::Compressor,
+    decompressor: libdeflater::Decompressor,
     decompress: Decompress,
     raw: Vec<u8>,
+}
+
+impl std::fmt::Debug for TileCodec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TileCodec")
+            .field("raw_len", &self.raw.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for TileCodec {
@@ -199,7 +239,10 @@ impl TileCodec {
     /// A codec at zlib level 6 with the zlib header (RFC 1950).
     pub fn new() -> Self {
         Self {
-            compress: Compress::new(Compression::new(6), true),
+            compressor: libdeflater::Compressor::new(
+                libdeflater::CompressionLvl::new(6).unwrap_or_default(),
+            ),
+            decompressor: libdeflater::Decompressor::new(),
             decompress: Decompress::new(true),
             raw: Vec::new(),
         }
@@ -210,29 +253,14 @@ impl TileCodec {
     /// # Errors
     /// [`Error::Compression`] on a zlib failure; [`Error::Corrupted`] if bincode fails.
     pub fn encode(&mut self, chunk: &Chunk) -> Result<Vec<u8>, Error> {
-        self.raw.clear();
-        bincode_options(u64::MAX)
-            .serialize_into(&mut self.raw, &chunk.data)
-            .map_err(|e| Error::corrupted("tile", e))?;
-        self.compress.reset();
-        let start_in = self.compress.total_in();
-        let mut out = Vec::with_capacity(self.raw.len() / 16 + 64);
-        loop {
-            let consumed = usize::try_from(self.compress.total_in() - start_in).map_err(|_| {
-                Error::ArithOverflow {
-                    what: "zlib input offset",
-                }
-            })?;
-            let input = self.raw.get(consumed..).unwrap_or_default();
-            let status = self
-                .compress
-                .compress_vec(input, &mut out, FlushCompress::Finish)
-                .map_err(|e| Error::Compression(std::io::Error::other(e)))?;
-            if status == Status::StreamEnd {
-                return Ok(out);
-            }
-            out.reserve(out.capacity().max(64));
-        }
+        raw_bytes_into(&chunk.data, &mut self.raw);
+        let mut out = vec![0u8; self.compressor.zlib_compress_bound(self.raw.len())];
+        let n = self
+            .compressor
+            .zlib_compress(&self.raw, &mut out)
+            .map_err(|e| Error::Compression(std::io::Error::other(format!("{e:?}"))))?;
+        out.truncate(n);
+        Ok(out)
     }
 
     /// Decode a stored tile; see [`Chunk::decode`].
@@ -242,6 +270,20 @@ impl TileCodec {
     pub fn decode(&mut self, bytes: &[u8], config: &Config) -> Result<Chunk, Error> {
         let expected = config.cells_per_chunk();
         let needed = 8 + 2 * expected;
+        // Fast path: the whole stream inflates into exactly the bytes a tile needs (or fewer).
+        self.raw.clear();
+        self.raw.resize(needed, 0);
+        match self.decompressor.zlib_decompress(bytes, &mut self.raw) {
+            Ok(n) => {
+                self.raw.truncate(n);
+                return Ok(Chunk {
+                    data: cells_from_raw(&self.raw, expected)?,
+                });
+            }
+            // Longer than a tile: read just the tile from the front, below.
+            Err(libdeflater::DecompressionError::InsufficientSpace) => {}
+            Err(e) => return Err(Error::corrupted("tile", format!("zlib: {e:?}"))),
+        }
         self.decompress.reset(true);
         self.raw.clear();
         self.raw.reserve(needed);
@@ -273,21 +315,9 @@ impl TileCodec {
                     .reserve(needed.saturating_sub(self.raw.len()).max(64));
             }
         }
-        let data: Vec<u16> = bincode_options(needed as u64)
-            .deserialize(&self.raw)
-            .map_err(|e| match *e {
-                bincode::ErrorKind::SizeLimit => {
-                    Error::corrupted("tile", "cell count larger than C·K")
-                }
-                other => Error::corrupted("tile", other),
-            })?;
-        if data.len() != expected {
-            return Err(Error::ChunkLengthMismatch {
-                expected,
-                found: data.len(),
-            });
-        }
-        Ok(Chunk { data })
+        Ok(Chunk {
+            data: cells_from_raw(&self.raw, expected)?,
+        })
     }
 }
 
@@ -566,13 +596,13 @@ mod tests {
         assert_eq!(&raw[..8], &[0x00, 0x10, 0, 0, 0, 0, 0, 0]);
         assert!(raw[8..].iter().all(|&b| b == 0xFF));
         let enc = min.encode().unwrap();
-        assert_eq!(&enc[..2], &[0x78, 0x9C]);
-        let mut reference = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(6));
-        std::io::Write::write_all(&mut reference, &raw).unwrap();
+        assert_eq!(enc[0], 0x78, "zlib header: deflate, 32 KiB window");
+        let mut inflated = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(&enc[..]), &mut inflated)
+            .unwrap();
         assert_eq!(
-            enc,
-            reference.finish().unwrap(),
-            "same stream as flate2's ZlibEncoder"
+            inflated, raw,
+            "C zlib (as Lighthouse reads it) inflates our stream exactly"
         );
         assert_eq!(Chunk::decode(&enc, &config).unwrap(), min);
         let max = Chunk::neutral(TargetArray::Max, &config);
@@ -598,7 +628,7 @@ mod tests {
         // A count far larger than C·K is refused without allocating it.
         let mut raw = vec![0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
         raw.extend_from_slice(&[0; 16]);
-        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(6));
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
         std::io::Write::write_all(&mut e, &raw).unwrap();
         assert!(Chunk::decode(&e.finish().unwrap(), &config).is_err());
         // A codec reused after an error still works.
@@ -606,6 +636,12 @@ mod tests {
         assert!(codec.decode(b"junk", &config).is_err());
         let encoded = codec.encode(&chunk).unwrap();
         assert_eq!(encoded, enc, "same stream as a fresh encoder");
+        // A stream that inflates to more than a tile: the tile is read from its front.
+        let mut long = chunk.to_raw_bytes().unwrap();
+        long.extend_from_slice(&[0xAB; 100]);
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+        std::io::Write::write_all(&mut e, &long).unwrap();
+        assert_eq!(codec.decode(&e.finish().unwrap(), &config).unwrap(), chunk);
         assert_eq!(codec.decode(&encoded, &config).unwrap(), chunk);
     }
 
