@@ -7,10 +7,14 @@
 #![warn(missing_docs)]
 
 pub mod beacon_api;
+pub mod environment;
 pub mod fixture;
 pub mod generate;
 pub mod import;
+pub mod measure;
 pub mod record;
+pub mod replay;
+pub mod report;
 pub mod shuffle;
 
 /// `slasher-bench <version>`, recorded in manifests.

@@ -32,6 +32,10 @@ enum Command {
     Generate(GenerateArgs),
     /// Print a fixture's manifest and check every batch record.
     Inspect(InspectArgs),
+    /// Replay a fixture through the slasher on every backend and write a report.
+    Replay(slasher_bench::replay::ReplayArgs),
+    /// Re-render one report, or merge several, from their report.json files.
+    Report(slasher_bench::report::ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -204,5 +208,7 @@ fn main() -> anyhow::Result<()> {
         Command::Record(args) => run_record(args),
         Command::Generate(args) => run_generate(args),
         Command::Inspect(args) => run_inspect(args),
+        Command::Replay(args) => slasher_bench::replay::run(args),
+        Command::Report(args) => slasher_bench::report::run(args),
     }
 }

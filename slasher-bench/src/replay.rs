@@ -1,0 +1,920 @@
+//! `slasher-bench replay`: replay a fixture through the slasher on every backend and write a
+//! report (`../shared/spec/slasher-storage.md` §3.1, §3.6; `../shared/spec/lessons.md` §5).
+//!
+//! For each backend in turn the parent process re-executes itself as a child
+//! (`slasher-bench replay --child-result FILE ...`) so that peak RSS, `/proc/self/io` counters and
+//! allocator state belong to one backend alone. The child opens a fresh database with the
+//! backend's concrete environment type (monomorphised through [`BackendVisitor`]), then streams
+//! the fixture one batch at a time:
+//!
+//! 1. queue the batch's headers and attestations (hashing happens here, outside the timing, as
+//!    in Lighthouse where it happens on the gossip threads);
+//! 2. `process_queued(current_epoch)`: one write transaction;
+//! 3. `prune_database(current_epoch)`: a second write transaction;
+//! 4. record the wall time of 2–3, the commit times from `BatchStats`/`PruneStats`, the
+//!    database size (sum of `filenames()` sizes), bytes written and the slashings found.
+//!
+//! The parent refuses database directories on tmpfs or ramfs before anything runs, checks the
+//! fixture once (which also puts it in the page cache for every backend alike), merges the
+//! children's results, runs the correctness gate (every backend must find the same slashings in
+//! every batch) and writes `report.json`, `batches.csv`, `report.md` and the charts.
+
+use crate::environment::{probe_fs, refuse_memory_fs, Build, FsInfo, Machine};
+use crate::fixture::{ExpectedSlashing, FixtureReader, Manifest};
+use crate::measure::{device_bytes_written, files_size, peak_rss_bytes, ProcIo, Summary};
+use crate::report::{
+    self, BackendResult, BatchRecord, ExpectedCheck, Failure, FixtureInfo, Report, Run,
+    SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord,
+};
+use anyhow::{anyhow, bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+use slasher_adapters::slasher::{
+    AttesterSlashing, Config, IndexedAttestation, ProposerSlashing, Slasher,
+};
+use slasher_adapters::{with_backend, BackendVisitor, DatabaseBackend, Durability, Environment};
+use ssz::Encode;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// `slasher-bench replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Fixture file to replay.
+    #[arg(long)]
+    pub fixture: PathBuf,
+    /// Backends to run, comma-separated, in this order (default: every compiled backend).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<String>,
+    /// Where the databases go: one DIR for every backend, or `lmdb=PATH,mdbx=PATH,...`. Each
+    /// backend gets a fresh subdirectory, deleted after its run unless `--keep-db`. Must not be
+    /// on tmpfs or ramfs; butter needs btrfs.
+    #[arg(long)]
+    pub db_dir: String,
+    /// Output directory for report.json, batches.csv, report.md and the charts.
+    #[arg(long, required_unless_present = "child_result")]
+    pub out: Option<PathBuf>,
+    /// Replay only the first N batches.
+    #[arg(long)]
+    pub batches: Option<u64>,
+    /// Ask for non-durable commits (redb `Durability::Eventual`, as Lighthouse configures redb).
+    /// Only redb honours it; every row reports the durability its backend actually had.
+    #[arg(long)]
+    pub non_durable: bool,
+    /// Keep each backend's database directory after its run.
+    #[arg(long)]
+    pub keep_db: bool,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Internal: run one backend in this process (`--db-dir` is then the database directory)
+    /// and write its result as JSON to this file.
+    #[arg(long, hide = true)]
+    pub child_result: Option<PathBuf>,
+}
+
+/// Run `slasher-bench replay`, re-executing the running binary for each backend.
+///
+/// # Errors
+/// Bad arguments, a database directory on tmpfs/ramfs (or butter off btrfs), an unreadable
+/// fixture, a backend that failed, or backends that disagree on the slashings found (the report
+/// is written first in the last two cases).
+pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
+    if let Some(result) = &args.child_result {
+        return run_child(&args, result);
+    }
+    let exe = std::env::current_exe().context("locating the slasher-bench executable")?;
+    run_with_exe(&args, &exe)
+}
+
+/// One backend to run and where.
+#[derive(Debug, Clone)]
+struct Plan {
+    backend: DatabaseBackend,
+    root: PathBuf,
+    fs: FsInfo,
+}
+
+/// Parse `--backends` (empty: every compiled backend).
+fn parse_backends(names: &[String]) -> anyhow::Result<Vec<DatabaseBackend>> {
+    if names.is_empty() {
+        let all = DatabaseBackend::compiled();
+        if all.is_empty() {
+            bail!(
+                "this build has no backend compiled in (cargo features lmdb, mdbx, redb, butter)"
+            );
+        }
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let backend: DatabaseBackend = name.parse()?;
+        backend.ensure_compiled()?;
+        if out.contains(&backend) {
+            bail!("--backends names {name} twice");
+        }
+        out.push(backend);
+    }
+    Ok(out)
+}
+
+/// Parse `--db-dir`: `DIR`, or `name=PATH,...` with an entry for every backend.
+fn parse_db_dirs(
+    spec: &str,
+    backends: &[DatabaseBackend],
+) -> anyhow::Result<BTreeMap<DatabaseBackend, PathBuf>> {
+    if !spec.contains('=') {
+        return Ok(backends.iter().map(|b| (*b, PathBuf::from(spec))).collect());
+    }
+    let mut given = BTreeMap::new();
+    for entry in spec.split(',').filter(|e| !e.trim().is_empty()) {
+        let (name, path) = entry
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--db-dir entry {entry:?} is not NAME=PATH"))?;
+        let backend: DatabaseBackend = name.trim().parse()?;
+        given.insert(backend, PathBuf::from(path.trim()));
+    }
+    backends
+        .iter()
+        .map(|b| {
+            given
+                .get(b)
+                .map(|p| (*b, p.clone()))
+                .ok_or_else(|| anyhow!("--db-dir has no entry for backend {b} (give {b}=PATH)"))
+        })
+        .collect()
+}
+
+/// Refuse memory filesystems and butter off btrfs; returns the filesystem.
+fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<FsInfo> {
+    let fs = probe_fs(dir)?;
+    refuse_memory_fs(dir, &fs)?;
+    if needs_btrfs(backend) && fs.fs_type != "btrfs" {
+        bail!(
+            "{} is on {}; the {backend} backend needs btrfs (give it a btrfs directory with \
+             --db-dir {backend}=PATH,...)",
+            dir.display(),
+            fs.label()
+        );
+    }
+    Ok(fs)
+}
+
+/// The parent: plan, check, run each backend in a child, merge, gate, write.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
+    let out = args
+        .out
+        .clone()
+        .ok_or_else(|| anyhow!("--out is required"))?;
+    let backends = parse_backends(&args.backends)?;
+    let dirs = parse_db_dirs(&args.db_dir, &backends)?;
+    // Every directory is checked before anything runs or is created.
+    let mut plans = Vec::new();
+    for backend in &backends {
+        let root = dirs.get(backend).cloned().unwrap_or_default();
+        let fs = check_dir(*backend, &root)?;
+        plans.push(Plan {
+            backend: *backend,
+            root,
+            fs,
+        });
+    }
+
+    let reader = FixtureReader::open(&args.fixture)
+        .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
+    let manifest = reader.manifest().clone();
+    eprintln!("checking fixture {} ...", args.fixture.display());
+    let batch_count = reader
+        .verify()
+        .with_context(|| format!("checking fixture {}", args.fixture.display()))?;
+    let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
+    if batches_replayed == 0 {
+        bail!(
+            "nothing to replay: the fixture has {batch_count} batches, --batches {:?}",
+            args.batches
+        );
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+
+    let machine = Machine::probe();
+    let build = Build::probe();
+    let config = slasher_config(&manifest, Path::new("."), args.non_durable);
+    print_header(
+        &args.fixture,
+        &manifest,
+        batches_replayed,
+        &machine,
+        &build,
+        &plans,
+    );
+    if args.non_durable {
+        eprintln!("--non-durable: only redb honours it; the other backends stay durable");
+    }
+
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for plan in &plans {
+        std::fs::create_dir_all(&plan.root)
+            .with_context(|| format!("creating {}", plan.root.display()))?;
+        let db = plan.root.join(format!(
+            "slasher-bench-{}-{}-{}",
+            plan.backend,
+            std::process::id(),
+            started_unix_s
+        ));
+        if db.exists() {
+            bail!(
+                "{} already exists; remove it or choose another --db-dir",
+                db.display()
+            );
+        }
+        let result_file = out.join(format!(".child-{}.json", plan.backend));
+        let _ = std::fs::remove_file(&result_file);
+        let mut cmd = Command::new(exe);
+        cmd.arg("replay")
+            .arg("--fixture")
+            .arg(&args.fixture)
+            .arg("--backends")
+            .arg(plan.backend.name())
+            .arg("--db-dir")
+            .arg(&db)
+            .arg("--child-result")
+            .arg(&result_file)
+            .arg("--batches")
+            .arg(batches_replayed.to_string())
+            .stdin(Stdio::null());
+        if args.non_durable {
+            cmd.arg("--non-durable");
+        }
+        if args.no_progress {
+            cmd.arg("--no-progress");
+        }
+        eprintln!("== {} in {}", plan.backend, db.display());
+        let status = cmd
+            .status()
+            .with_context(|| format!("running {}", exe.display()))?;
+        let outcome = if status.success() {
+            std::fs::read(&result_file)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| serde_json::from_slice::<BackendResult>(&b).map_err(Into::into))
+                .with_context(|| format!("reading {}", result_file.display()))
+        } else {
+            Err(anyhow!(
+                "the {} child process failed ({status})",
+                plan.backend
+            ))
+        };
+        let _ = std::fs::remove_file(&result_file);
+        match outcome {
+            Ok(result) => {
+                eprintln!(
+                    "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s",
+                    result.name,
+                    result.first_batch_ms,
+                    result.median_batch_ms,
+                    result.p99_batch_ms,
+                    result.max_batch_ms,
+                    result.total_s
+                );
+                results.push(result);
+            }
+            Err(e) => {
+                eprintln!("   {}: FAILED: {e:#}", plan.backend);
+                failures.push(Failure {
+                    backend: plan.backend.name().into(),
+                    error: format!("{e:#}"),
+                });
+            }
+        }
+        if !args.keep_db && db.exists() {
+            if let Err(e) = remove_db_dir(&db) {
+                eprintln!("warning: could not remove {}: {e}", db.display());
+            }
+        }
+    }
+
+    let rows: Vec<&BackendResult> = results.iter().collect();
+    let correctness = report::correctness(&rows);
+    let run = Run {
+        started_unix_s,
+        command: std::env::args().collect(),
+        fixture: FixtureInfo {
+            path: args.fixture.clone(),
+            name: manifest.description.name.clone(),
+            records_sha256: manifest.contents.records_sha256.clone(),
+            batch_count,
+            batches_replayed,
+            manifest: serde_json::to_value(&manifest)?,
+        },
+        slasher_config: SlasherConfigInfo {
+            chunk_size: config.chunk_size,
+            validator_chunk_size: config.validator_chunk_size,
+            history_length: config.history_length,
+            attestation_root_cache_size: config.attestation_root_cache_size.get(),
+            max_db_size_mbs: config.max_db_size_mbs,
+            durability_requested: durability_name(config.durability).into(),
+        },
+        machine,
+        build,
+        notes: measurement_notes(),
+        backends: results,
+        failures,
+        correctness,
+    };
+    let report = Report {
+        schema: report::REPORT_SCHEMA.into(),
+        generated_by: crate::TOOL.into(),
+        runs: vec![run],
+    };
+    let written = report::write_outputs(&report, &out)?;
+    print!("{}", report::summary_table(&report));
+    for f in &written {
+        println!("wrote {}", f.display());
+    }
+    let run = report.runs.first().ok_or_else(|| anyhow!("no run"))?;
+    if let Some(d) = &run.correctness.first_difference {
+        bail!("correctness gate failed: {d} (report in {})", out.display());
+    }
+    if !run.failures.is_empty() {
+        let names: Vec<&str> = run.failures.iter().map(|f| f.backend.as_str()).collect();
+        bail!(
+            "backends failed: {} (report in {})",
+            names.join(", "),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Delete a database directory. butter_db keeps its generations in read-only btrfs snapshots,
+/// which `rmdir` cannot remove (`EROFS`): each subvolume found directly inside is deleted with
+/// butter_db's own subvolume deletion first.
+fn remove_db_dir(dir: &Path) -> std::io::Result<()> {
+    if std::fs::remove_dir_all(dir).is_ok() {
+        return Ok(());
+    }
+    #[cfg(feature = "butter")]
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            // Not a subvolume root: InvalidInput, and remove_dir_all below handles it.
+            let _ = butter_db::fs::BtrfsFs.delete_subvolume_reporting(&path);
+        }
+    }
+    std::fs::remove_dir_all(dir)
+}
+
+/// Whether a backend stores its data in btrfs subvolumes (butter_db in either table format).
+fn needs_btrfs(backend: DatabaseBackend) -> bool {
+    backend.name().starts_with("butter")
+}
+
+fn durability_name(d: Durability) -> &'static str {
+    match d {
+        Durability::Immediate => "immediate",
+        Durability::Eventual => "eventual",
+    }
+}
+
+/// The slasher configuration a fixture asks for, at `path`.
+fn slasher_config(manifest: &Manifest, path: &Path, non_durable: bool) -> Config {
+    let hint = manifest.description.slasher_config;
+    let mut config = Config::new(path);
+    config.chunk_size = usize::try_from(hint.chunk_size).unwrap_or(config.chunk_size);
+    config.validator_chunk_size =
+        usize::try_from(hint.validator_chunk_size).unwrap_or(config.validator_chunk_size);
+    config.history_length = usize::try_from(hint.history_length).unwrap_or(config.history_length);
+    config.durability = if non_durable {
+        Durability::Eventual
+    } else {
+        Durability::Immediate
+    };
+    config
+}
+
+fn print_header(
+    fixture: &Path,
+    manifest: &Manifest,
+    batches: u64,
+    machine: &Machine,
+    build: &Build,
+    plans: &[Plan],
+) {
+    eprintln!(
+        "fixture {} ({}): {batches} of {} batches, {} validators",
+        manifest.description.name,
+        fixture.display(),
+        manifest.contents.batch_count,
+        manifest.description.validator_count
+    );
+    eprintln!(
+        "machine: kernel {}, {} ({} CPUs available), RAM {:.1} GiB; {} build, git {}",
+        machine.kernel.as_deref().unwrap_or("?"),
+        machine.cpu_model.as_deref().unwrap_or("?"),
+        machine.cpus_available.unwrap_or(0),
+        machine.ram_bytes.unwrap_or(0) as f64 / f64::from(1u32 << 30),
+        build.profile,
+        build.git_revision.as_deref().unwrap_or("unknown"),
+    );
+    if build.profile != "release" {
+        eprintln!("WARNING: this is a debug build; its times are not benchmarks");
+    }
+    for p in plans {
+        eprintln!(
+            "{}: {} is on {} (mounted on {} from {}, options {})",
+            p.backend,
+            p.root.display(),
+            p.fs.label(),
+            p.fs.mount_point
+                .as_ref()
+                .map_or("?".into(), |m| m.display().to_string()),
+            p.fs.device.as_deref().unwrap_or("?"),
+            p.fs.mount_options.as_deref().unwrap_or("?"),
+        );
+    }
+}
+
+/// What each quantity in the report means; stored in every run.
+fn measurement_notes() -> Vec<String> {
+    [
+        "batch wall time (wall_ms) = process_queued(current_epoch) + prune_database(current_epoch), \
+         two write transactions; queueing the batch (hashing) is timed separately (enqueue_ms) \
+         and excluded, as in Lighthouse where it happens on the gossip threads",
+        "commit_ms = the commit of process_queued + the commit of prune_database, as measured \
+         inside the slasher (BatchStats.timings.commit_us + PruneStats.commit_us)",
+        "first_batch_ms is batch 0 on a fresh database (the cold start); median, p99 (nearest \
+         rank) and max are over all batches, batch 0 included; total_s is the sum of batch wall \
+         times",
+        "db_bytes = sum of the apparent sizes of the backend's filenames() after the batch, as \
+         Lighthouse's size_of_dir counts; for butter_db that is the newest generation only (a \
+         du of the directory would count every snapshot, sharing extents, again)",
+        "bytes_written = /proc/self/io write_bytes of the child process from before open to \
+         after the last batch: bytes the process dirtied in the page cache (write() or shared \
+         mmap), counted when dirtied. It does not include filesystem metadata, the ext4 \
+         journal or btrfs tree blocks written by kernel threads, and counts a page again each \
+         time it is re-dirtied. butter_db's snapshot commit flushes synchronously, so its data \
+         is attributed; for the others it is what the process dirtied, not what reached the disk",
+        "device_bytes_written = sectors written to the database's block device \
+         (/sys/class/block/DEV/stat) from before open to after the last batch and a final \
+         syncfs; device-wide, so other writers on the same device are included: meaningful on a \
+         dedicated loop device (scripts/bench.sh), noisy on a shared one",
+        "sync_calls: not measured (null): counting fsync/fdatasync/msync would need tracing",
+        "peak_rss_bytes = VmHWM of the child process that ran this backend alone (includes the \
+         fixture reader's one-batch buffer, the same for every backend); each backend runs in \
+         its own process so allocator state does not carry over; the fixture file is read once \
+         by the parent before any backend runs, so it is in the page cache for all of them",
+        "durable = Environment::durable() of the opened backend: true means a commit that \
+         returned survives power loss (LMDB/MDBX synced commits, redb Durability::Immediate, \
+         butter_db snapshot commits); non-durable rows are labelled and must not be compared \
+         with durable ones",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+// ---- the child ---------------------------------------------------------------------------------
+
+/// What the child needs.
+#[derive(Debug)]
+struct ChildJob<'a> {
+    backend: DatabaseBackend,
+    db: PathBuf,
+    fs: FsInfo,
+    fixture: &'a Path,
+    batches: Option<u64>,
+    non_durable: bool,
+    progress: bool,
+}
+
+struct ChildVisitor<'a>(&'a ChildJob<'a>);
+
+impl BackendVisitor for ChildVisitor<'_> {
+    type Output = anyhow::Result<BackendResult>;
+
+    fn visit<E: Environment>(self) -> Self::Output {
+        replay_backend::<E>(self.0)
+    }
+}
+
+fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
+    let backends = parse_backends(&args.backends)?;
+    let [backend] = backends.as_slice() else {
+        bail!("--child-result runs exactly one backend");
+    };
+    let db = PathBuf::from(&args.db_dir);
+    let fs = check_dir(*backend, &db)?;
+    let job = ChildJob {
+        backend: *backend,
+        db,
+        fs,
+        fixture: &args.fixture,
+        batches: args.batches,
+        non_durable: args.non_durable,
+        progress: !args.no_progress,
+    };
+    let result = with_backend(*backend, ChildVisitor(&job))??;
+    std::fs::write(result_file, serde_json::to_vec(&result)?)
+        .with_context(|| format!("writing {}", result_file.display()))?;
+    Ok(())
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Replay the fixture on backend `E` in this process.
+fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendResult> {
+    let mut reader = FixtureReader::open(job.fixture)?;
+    let manifest = reader.manifest().clone();
+    let limit = job
+        .batches
+        .unwrap_or(u64::MAX)
+        .min(manifest.contents.batch_count);
+    let config = slasher_config(&manifest, &job.db, job.non_durable);
+    let device = job.fs.device.clone().map(PathBuf::from);
+    let device_before = device.as_deref().and_then(device_bytes_written);
+    let io_before = ProcIo::read().context("reading /proc/self/io")?;
+
+    let t = Instant::now();
+    let slasher = Slasher::<E>::create(config.clone())
+        .with_context(|| format!("opening {} in {}", job.backend, job.db.display()))?;
+    let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let durable = slasher.environment().durable();
+    let name = format!(
+        "{}{}@{}",
+        job.backend,
+        if durable { "" } else { "-nondurable" },
+        job.fs.label()
+    );
+
+    let bar = if job.progress {
+        let bar = ProgressBar::new(limit);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix:>16} [{bar:30}] {pos}/{len} batches {elapsed_precise} (eta {eta}) {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(name.clone());
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut batches = Vec::new();
+    let mut found = SlashingsFound::default();
+    let loop_start = Instant::now();
+    for batch in reader
+        .by_ref()
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+    {
+        let batch = batch?;
+        let io_start = ProcIo::read()?;
+        let t = Instant::now();
+        let headers = batch.headers.len();
+        let attestations = batch.attestations.len();
+        for header in batch.headers {
+            slasher.accept_block_header(header);
+        }
+        for attestation in batch.attestations {
+            slasher.accept_attestation(attestation);
+        }
+        let enqueue_ms = t.elapsed().as_secs_f64() * 1000.0;
+
+        let t = Instant::now();
+        let stats = slasher
+            .process_queued(batch.current_epoch)
+            .with_context(|| format!("{name}: process_queued of batch {}", batch.index))?;
+        let process_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t_prune = Instant::now();
+        let prune = slasher
+            .prune_database(batch.current_epoch)
+            .with_context(|| format!("{name}: prune_database of batch {}", batch.index))?;
+        let prune_ms = t_prune.elapsed().as_secs_f64() * 1000.0;
+        let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+
+        let size = files_size(&slasher.environment().filenames());
+        let io_end = ProcIo::read()?;
+        let attester = slasher.get_attester_slashings();
+        let proposer = slasher.get_proposer_slashings();
+        let digest = slashings_digest(&attester, &proposer);
+        found.attester += attester.len();
+        found.proposer += proposer.len();
+        found
+            .list
+            .extend(summarise(batch.index, &attester, &proposer));
+
+        bar.set_message(format!("last {wall_ms:.1} ms"));
+        bar.inc(1);
+        batches.push(BatchRecord {
+            index: batch.index,
+            slot: batch.slot,
+            current_epoch: batch.current_epoch,
+            headers,
+            attestations,
+            wall_ms,
+            process_ms,
+            prune_ms,
+            commit_ms: ms(stats.timings.commit_us + prune.commit_us),
+            process_commit_ms: ms(stats.timings.commit_us),
+            prune_commit_ms: ms(prune.commit_us),
+            enqueue_ms,
+            db_bytes: size.apparent,
+            bytes_written: io_end.since(&io_start).write_bytes,
+            tiles_written: stats.attestation_stats.num_tiles_written,
+            deferred: stats.attestation_stats.num_deferred,
+            attester_slashings: attester.len(),
+            proposer_slashings: proposer.len(),
+            slashings_digest: digest,
+        });
+    }
+    let elapsed_s = loop_start.elapsed().as_secs_f64();
+    bar.finish();
+
+    let size = files_size(&slasher.environment().filenames());
+    let io = ProcIo::read()?.since(&io_before);
+    // Flush whatever a non-durable backend left in the page cache so that the device counter
+    // covers all of this run's writes (outside every timed region).
+    if let Ok(dir) = std::fs::File::open(&job.db) {
+        let _ = rustix::fs::syncfs(&dir);
+    }
+    let device_after = device.as_deref().and_then(device_bytes_written);
+    drop(slasher);
+
+    let expected_slashings = if batches.len() as u64 == manifest.contents.batch_count {
+        manifest
+            .description
+            .expected_slashings
+            .as_ref()
+            .map(|e| check_expected(e, &found.list))
+    } else {
+        None
+    };
+    let walls: Vec<f64> = batches.iter().map(|b| b.wall_ms).collect();
+    let commits: Vec<f64> = batches.iter().map(|b| b.commit_ms).collect();
+    let wall = Summary::of(&walls);
+    let commit = Summary::of(&commits);
+    Ok(BackendResult {
+        name,
+        backend: job.backend.name().into(),
+        filesystem: job.fs.label(),
+        durable,
+        durability: durability_name(config.durability).into(),
+        fs: job.fs.clone(),
+        db_dir: job.db.clone(),
+        open_ms,
+        first_batch_ms: batches.first().map_or(0.0, |b| b.wall_ms),
+        median_batch_ms: wall.median,
+        p99_batch_ms: wall.p99,
+        max_batch_ms: wall.max,
+        mean_batch_ms: wall.mean,
+        total_s: wall.sum / 1000.0,
+        elapsed_s,
+        median_commit_ms: commit.median,
+        p99_commit_ms: commit.p99,
+        commit_total_s: commit.sum / 1000.0,
+        db_bytes_final: size.apparent,
+        db_allocated_bytes_final: size.allocated,
+        bytes_written: io.write_bytes,
+        proc_io: io,
+        device_bytes_written: device_before
+            .zip(device_after)
+            .map(|(before, after)| after.saturating_sub(before)),
+        sync_calls: None,
+        peak_rss_bytes: peak_rss_bytes(),
+        slashings: found,
+        expected_slashings,
+        batches,
+    })
+}
+
+/// SHA-256 over the sorted, tagged SSZ encodings of a batch's slashings; `None` if there are
+/// none. Equal sets give equal digests whatever order a backend found them in.
+fn slashings_digest(
+    attester: &HashSet<AttesterSlashing>,
+    proposer: &HashSet<ProposerSlashing>,
+) -> Option<String> {
+    if attester.is_empty() && proposer.is_empty() {
+        return None;
+    }
+    let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(attester.len() + proposer.len());
+    for s in attester {
+        let mut bytes = vec![b'A'];
+        bytes.extend(s.as_ssz_bytes());
+        encoded.push(bytes);
+    }
+    for s in proposer {
+        let mut bytes = vec![b'P'];
+        bytes.extend(s.as_ssz_bytes());
+        encoded.push(bytes);
+    }
+    encoded.sort();
+    let mut hasher = Sha256::new();
+    for e in &encoded {
+        hasher.update((e.len() as u64).to_le_bytes());
+        hasher.update(e);
+    }
+    Some(hex::encode(hasher.finalize()))
+}
+
+fn vote(a: &IndexedAttestation) -> VoteRecord {
+    VoteRecord {
+        source_epoch: a.data.source.epoch,
+        target_epoch: a.data.target.epoch,
+        data_root: format!("0x{}", hex::encode(a.data_root())),
+    }
+}
+
+/// Human-readable summaries of one batch's slashings, in a deterministic order.
+fn summarise(
+    batch: u64,
+    attester: &HashSet<AttesterSlashing>,
+    proposer: &HashSet<ProposerSlashing>,
+) -> Vec<SlashingRecord> {
+    let mut out: Vec<SlashingRecord> = attester
+        .iter()
+        .map(|s| {
+            let first: BTreeSet<u64> = s.attestation_1.attesting_indices.iter().copied().collect();
+            let both = s
+                .attestation_2
+                .attesting_indices
+                .iter()
+                .filter(|v| first.contains(v))
+                .copied()
+                .collect::<BTreeSet<u64>>();
+            let same_target =
+                s.attestation_1.data.target.epoch == s.attestation_2.data.target.epoch;
+            SlashingRecord {
+                batch,
+                kind: if same_target {
+                    "double_vote"
+                } else {
+                    "surround_vote"
+                }
+                .into(),
+                validators: both.into_iter().collect(),
+                attestation_1: Some(vote(&s.attestation_1)),
+                attestation_2: Some(vote(&s.attestation_2)),
+                slot: None,
+            }
+        })
+        .collect();
+    out.extend(proposer.iter().map(|s| SlashingRecord {
+        batch,
+        kind: "double_proposal".into(),
+        validators: vec![s.signed_header_1.message.proposer_index],
+        attestation_1: None,
+        attestation_2: None,
+        slot: Some(s.signed_header_1.message.slot),
+    }));
+    out.sort_by(|a, b| {
+        (
+            &a.kind,
+            &a.validators,
+            &a.attestation_1,
+            &a.attestation_2,
+            a.slot,
+        )
+            .cmp(&(
+                &b.kind,
+                &b.validators,
+                &b.attestation_1,
+                &b.attestation_2,
+                b.slot,
+            ))
+    });
+    out
+}
+
+/// Match the manifest's injected slashings against what was found.
+fn check_expected(expected: &[ExpectedSlashing], found: &[SlashingRecord]) -> ExpectedCheck {
+    let mut matched = vec![false; found.len()];
+    let mut missing = Vec::new();
+    for e in expected {
+        let hit = found
+            .iter()
+            .enumerate()
+            .position(|(i, f)| !matched.get(i).copied().unwrap_or(true) && matches_expected(e, f));
+        match hit {
+            Some(i) => {
+                if let Some(m) = matched.get_mut(i) {
+                    *m = true;
+                }
+            }
+            None => missing.push(describe_expected(e)),
+        }
+    }
+    ExpectedCheck {
+        expected: expected.len(),
+        found: expected.len() - missing.len(),
+        missing,
+        unexpected: matched.iter().filter(|m| !**m).count(),
+    }
+}
+
+fn matches_expected(e: &ExpectedSlashing, f: &SlashingRecord) -> bool {
+    let roots = |a: Option<&VoteRecord>, b: Option<&VoteRecord>| {
+        let mut r: Vec<String> = a
+            .into_iter()
+            .chain(b)
+            .map(|v| v.data_root.clone())
+            .collect();
+        r.sort();
+        r
+    };
+    match e {
+        ExpectedSlashing::DoubleVote {
+            validator_index,
+            attestation_1,
+            attestation_2,
+        }
+        | ExpectedSlashing::SurroundVote {
+            validator_index,
+            attestation_1,
+            attestation_2,
+        } => {
+            let mut want = vec![
+                attestation_1.data_root.clone(),
+                attestation_2.data_root.clone(),
+            ];
+            want.sort();
+            f.kind != "double_proposal"
+                && f.validators.contains(validator_index)
+                && roots(f.attestation_1.as_ref(), f.attestation_2.as_ref()) == want
+        }
+        ExpectedSlashing::DoubleProposal {
+            proposer_index,
+            slot,
+        } => {
+            f.kind == "double_proposal"
+                && f.validators.first() == Some(proposer_index)
+                && f.slot == Some(*slot)
+        }
+    }
+}
+
+fn describe_expected(e: &ExpectedSlashing) -> String {
+    match e {
+        ExpectedSlashing::DoubleVote {
+            validator_index,
+            attestation_1,
+            ..
+        } => format!(
+            "double vote by {validator_index} at target {}",
+            attestation_1.target_epoch
+        ),
+        ExpectedSlashing::SurroundVote {
+            validator_index,
+            attestation_1,
+            attestation_2,
+        } => {
+            format!(
+                "surround vote by {validator_index} ({}→{} around {}→{})",
+                attestation_1.source_epoch,
+                attestation_1.target_epoch,
+                attestation_2.source_epoch,
+                attestation_2.target_epoch
+            )
+        }
+        ExpectedSlashing::DoubleProposal {
+            proposer_index,
+            slot,
+        } => {
+            format!("double proposal by {proposer_index} at slot {slot}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn db_dir_specs_parse() {
+        let b = [DatabaseBackend::Lmdb, DatabaseBackend::Redb];
+        let one = parse_db_dirs("/x", &b).expect("one dir");
+        assert_eq!(one.get(&DatabaseBackend::Redb), Some(&PathBuf::from("/x")));
+        let per = parse_db_dirs("lmdb=/a, redb=/b", &b).expect("per backend");
+        assert_eq!(per.get(&DatabaseBackend::Lmdb), Some(&PathBuf::from("/a")));
+        assert_eq!(per.get(&DatabaseBackend::Redb), Some(&PathBuf::from("/b")));
+        let err = parse_db_dirs("lmdb=/a", &b).expect_err("redb missing");
+        assert!(
+            err.to_string().contains("no entry for backend redb"),
+            "{err}"
+        );
+        assert!(parse_db_dirs("nosuch=/a", &b).is_err());
+    }
+
+    #[test]
+    fn empty_batches_have_no_digest() {
+        assert_eq!(slashings_digest(&HashSet::new(), &HashSet::new()), None);
+    }
+}

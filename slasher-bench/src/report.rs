@@ -1,0 +1,1134 @@
+//! The replay report: its JSON schema ([`Report`]), the correctness gate
+//! ([`first_disagreement`]), and its renderings: `report.md` (one table per fixture, with
+//! ratios to LMDB), `batches.csv` and SVG charts (per-batch time series, CDF of batch times,
+//! database size over batches).
+//!
+//! `slasher-bench report IN... [--out DIR]` ([`run`]) re-renders one report or merges several
+//! (e.g. an ext4 run and a btrfs run) into one; rows keep their filesystem labels.
+
+use crate::environment::{Build, FsInfo, Machine};
+use crate::measure::ProcIo;
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Identifies the JSON layout below.
+pub const REPORT_SCHEMA: &str = "slasher-bench-report/1";
+
+/// A whole report: one or more replay runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_SCHEMA`].
+    pub schema: String,
+    /// `slasher-bench <version>` that wrote the file.
+    pub generated_by: String,
+    /// Runs, in the order they were merged.
+    pub runs: Vec<Run>,
+}
+
+/// One `slasher-bench replay` invocation: one fixture, several backends on one machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    /// When the run started (Unix seconds).
+    pub started_unix_s: u64,
+    /// The command line.
+    pub command: Vec<String>,
+    /// The fixture replayed.
+    pub fixture: FixtureInfo,
+    /// The slasher configuration every backend used.
+    pub slasher_config: SlasherConfigInfo,
+    /// The machine.
+    pub machine: Machine,
+    /// The build.
+    pub build: Build,
+    /// What each measured quantity means (and what was not measured).
+    pub notes: Vec<String>,
+    /// One row per backend that completed.
+    pub backends: Vec<BackendResult>,
+    /// Backends that did not complete.
+    pub failures: Vec<Failure>,
+    /// The correctness gate over this run's rows.
+    pub correctness: Correctness,
+}
+
+/// The fixture of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FixtureInfo {
+    /// Path as given.
+    pub path: PathBuf,
+    /// Manifest `description.name`.
+    pub name: String,
+    /// Manifest `contents.records_sha256`: identifies the batches.
+    pub records_sha256: String,
+    /// Batches in the file.
+    pub batch_count: u64,
+    /// Batches replayed (`--batches` may limit it).
+    pub batches_replayed: u64,
+    /// The whole manifest.
+    pub manifest: serde_json::Value,
+}
+
+/// The slasher configuration of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SlasherConfigInfo {
+    /// C.
+    pub chunk_size: usize,
+    /// K.
+    pub validator_chunk_size: usize,
+    /// H.
+    pub history_length: usize,
+    /// LRU capacity.
+    pub attestation_root_cache_size: usize,
+    /// LMDB map size / MDBX upper geometry, MiB.
+    pub max_db_size_mbs: usize,
+    /// `immediate` or `eventual` (`--non-durable`); each row says what its backend honoured.
+    pub durability_requested: String,
+}
+
+/// A backend that failed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Failure {
+    /// Backend name.
+    pub backend: String,
+    /// What happened.
+    pub error: String,
+}
+
+/// One backend's replay of the fixture.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BackendResult {
+    /// Row label: `<backend>[-nondurable]@<filesystem>`, e.g. `lmdb@ext4`.
+    pub name: String,
+    /// `lmdb`, `mdbx`, `redb` or `butter`.
+    pub backend: String,
+    /// Filesystem type of the database directory.
+    pub filesystem: String,
+    /// `Environment::durable()`: a commit that returned survives power loss.
+    pub durable: bool,
+    /// Durability passed to the backend (`immediate` / `eventual`).
+    pub durability: String,
+    /// Mount details of the database directory.
+    pub fs: FsInfo,
+    /// The database directory.
+    pub db_dir: PathBuf,
+    /// Opening the environment and creating the tables.
+    pub open_ms: f64,
+    /// Wall time of batch 0 (the cold start).
+    pub first_batch_ms: f64,
+    /// Median batch wall time (all batches, nearest rank).
+    pub median_batch_ms: f64,
+    /// 99th percentile batch wall time (all batches, nearest rank).
+    pub p99_batch_ms: f64,
+    /// Slowest batch.
+    pub max_batch_ms: f64,
+    /// Mean batch wall time.
+    pub mean_batch_ms: f64,
+    /// Sum of batch wall times, seconds.
+    pub total_s: f64,
+    /// Whole replay loop including fixture decoding and enqueueing, seconds.
+    pub elapsed_s: f64,
+    /// Median of the commit part (both commits) of a batch.
+    pub median_commit_ms: f64,
+    /// 99th percentile of the commit part.
+    pub p99_commit_ms: f64,
+    /// Sum of the commit parts, seconds.
+    pub commit_total_s: f64,
+    /// Sum of the apparent sizes of `filenames()` after the last batch.
+    pub db_bytes_final: u64,
+    /// Sum of the allocated sizes of `filenames()` after the last batch.
+    pub db_allocated_bytes_final: u64,
+    /// `/proc/self/io` `write_bytes` of the child process from before open to after the last
+    /// batch (see the run's notes).
+    pub bytes_written: u64,
+    /// The whole `/proc/self/io` delta over the same span.
+    pub proc_io: ProcIo,
+    /// Bytes the database's block device received over the run, after a final `syncfs`
+    /// (device-wide: includes other processes writing to the same device).
+    pub device_bytes_written: Option<u64>,
+    /// fsync/fdatasync/msync calls; `None`: not measured.
+    pub sync_calls: Option<u64>,
+    /// Peak resident set of the child process (`VmHWM`).
+    pub peak_rss_bytes: Option<u64>,
+    /// Slashings found.
+    pub slashings: SlashingsFound,
+    /// Whether the slashings the fixture's manifest lists were found (synthetic fixtures, whole
+    /// fixture replayed); `None` otherwise.
+    pub expected_slashings: Option<ExpectedCheck>,
+    /// Every batch.
+    pub batches: Vec<BatchRecord>,
+}
+
+/// One batch of one backend.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BatchRecord {
+    /// Position in the fixture.
+    pub index: u64,
+    /// Slot of the batch.
+    pub slot: u64,
+    /// Epoch passed to `process_queued` and `prune_database`.
+    pub current_epoch: u64,
+    /// Headers enqueued.
+    pub headers: usize,
+    /// Attestations enqueued.
+    pub attestations: usize,
+    /// `process_queued` + `prune_database`, wall.
+    pub wall_ms: f64,
+    /// `process_queued` alone.
+    pub process_ms: f64,
+    /// `prune_database` alone.
+    pub prune_ms: f64,
+    /// Both commits (from `BatchStats` and `PruneStats`).
+    pub commit_ms: f64,
+    /// The `process_queued` commit.
+    pub process_commit_ms: f64,
+    /// The `prune_database` commit.
+    pub prune_commit_ms: f64,
+    /// Queueing (hashing) the batch's headers and attestations; not part of `wall_ms`.
+    pub enqueue_ms: f64,
+    /// Sum of the apparent sizes of `filenames()` after the batch.
+    pub db_bytes: u64,
+    /// `/proc/self/io` `write_bytes` during the batch.
+    pub bytes_written: u64,
+    /// Min and max tiles written.
+    pub tiles_written: usize,
+    /// Attestations deferred to a later batch (target epoch in the future).
+    pub deferred: usize,
+    /// Attester slashings found in this batch.
+    pub attester_slashings: usize,
+    /// Proposer slashings found in this batch.
+    pub proposer_slashings: usize,
+    /// SHA-256 of the sorted SSZ encodings of this batch's slashings; `None` if there were none.
+    pub slashings_digest: Option<String>,
+}
+
+/// Slashings one backend found.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SlashingsFound {
+    /// Attester slashings (double and surround votes).
+    pub attester: usize,
+    /// Proposer slashings.
+    pub proposer: usize,
+    /// Each slashing, in batch order, then sorted.
+    pub list: Vec<SlashingRecord>,
+}
+
+/// One slashing, summarised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlashingRecord {
+    /// Batch that found it.
+    pub batch: u64,
+    /// `double_vote`, `surround_vote` or `double_proposal`.
+    pub kind: String,
+    /// Attester slashings: the validators in both attestations. Proposer: the proposer.
+    pub validators: Vec<u64>,
+    /// Attester slashings: the first attestation.
+    pub attestation_1: Option<VoteRecord>,
+    /// Attester slashings: the second attestation.
+    pub attestation_2: Option<VoteRecord>,
+    /// Proposer slashings: the slot.
+    pub slot: Option<u64>,
+}
+
+/// An attestation of a slashing.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VoteRecord {
+    /// Source epoch.
+    pub source_epoch: u64,
+    /// Target epoch.
+    pub target_epoch: u64,
+    /// `hash_tree_root(data)`, `0x` hex.
+    pub data_root: String,
+}
+
+/// Expected (manifest) versus found slashings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExpectedCheck {
+    /// Slashings listed in the manifest.
+    pub expected: usize,
+    /// Of which found.
+    pub found: usize,
+    /// Descriptions of the missing ones.
+    pub missing: Vec<String>,
+    /// Found slashings that match no listed one.
+    pub unexpected: usize,
+}
+
+/// The correctness gate of a set of rows replaying the same batches.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Correctness {
+    /// Every compared row found the same slashings in every batch.
+    pub agree: bool,
+    /// Row names compared.
+    pub compared: Vec<String>,
+    /// The first batch where they differ.
+    pub first_difference: Option<Disagreement>,
+}
+
+/// Where rows first disagree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Disagreement {
+    /// Batch index.
+    pub batch_index: u64,
+    /// Per row: name, digest, attester and proposer counts (`None` digest: no slashings;
+    /// `missing` if the row has no such batch).
+    pub rows: Vec<DisagreementRow>,
+}
+
+/// One row's view of the disagreeing batch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DisagreementRow {
+    /// Row name.
+    pub name: String,
+    /// Digest, `none` or `missing`.
+    pub digest: String,
+    /// Attester slashings in the batch.
+    pub attester: usize,
+    /// Proposer slashings in the batch.
+    pub proposer: usize,
+}
+
+impl std::fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let digest = r.digest.get(..16).unwrap_or(&r.digest);
+                format!(
+                    "{} ({} attester, {} proposer, digest {digest})",
+                    r.name, r.attester, r.proposer
+                )
+            })
+            .collect();
+        write!(
+            f,
+            "slashings differ first at batch {}: {}",
+            self.batch_index,
+            rows.join("; ")
+        )?;
+        Ok(())
+    }
+}
+
+/// Compare the per-batch slashing digests of rows that replayed the same batches. Returns the
+/// first batch where any two differ (a row lacking the batch counts as different).
+pub fn first_disagreement(rows: &[&BackendResult]) -> Option<Disagreement> {
+    let longest = rows.iter().map(|r| r.batches.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        let views: Vec<DisagreementRow> = rows
+            .iter()
+            .map(|r| match r.batches.get(i) {
+                Some(b) => DisagreementRow {
+                    name: r.name.clone(),
+                    digest: b.slashings_digest.clone().unwrap_or_else(|| "none".into()),
+                    attester: b.attester_slashings,
+                    proposer: b.proposer_slashings,
+                },
+                None => DisagreementRow {
+                    name: r.name.clone(),
+                    digest: "missing".into(),
+                    attester: 0,
+                    proposer: 0,
+                },
+            })
+            .collect();
+        let first = views.first().map(|v| v.digest.clone());
+        if views.iter().any(|v| Some(&v.digest) != first.as_ref()) {
+            let batch_index = rows
+                .iter()
+                .find_map(|r| r.batches.get(i).map(|b| b.index))
+                .unwrap_or(i as u64);
+            return Some(Disagreement {
+                batch_index,
+                rows: views,
+            });
+        }
+    }
+    None
+}
+
+/// Run the gate over `rows`.
+pub fn correctness(rows: &[&BackendResult]) -> Correctness {
+    let first_difference = first_disagreement(rows);
+    Correctness {
+        agree: first_difference.is_none(),
+        compared: rows.iter().map(|r| r.name.clone()).collect(),
+        first_difference,
+    }
+}
+
+/// Rows of a report that replayed the same batches (same `records_sha256` and batch count),
+/// keyed by fixture, with the run index of each row.
+pub type Groups<'a> = BTreeMap<(String, u64), Vec<(usize, &'a BackendResult)>>;
+
+/// Group a report's rows by fixture.
+pub fn groups(report: &Report) -> Groups<'_> {
+    let mut out: Groups<'_> = BTreeMap::new();
+    for (run_index, run) in report.runs.iter().enumerate() {
+        let key = (
+            run.fixture.records_sha256.clone(),
+            run.fixture.batches_replayed,
+        );
+        for row in &run.backends {
+            out.entry(key.clone()).or_default().push((run_index, row));
+        }
+    }
+    out
+}
+
+/// The correctness gate over every fixture group of a (possibly merged) report: the first
+/// disagreement found, with its fixture name.
+pub fn gate(report: &Report) -> Option<(String, Disagreement)> {
+    for ((sha, _), rows) in groups(report) {
+        let only: Vec<&BackendResult> = rows.iter().map(|(_, r)| *r).collect();
+        if let Some(d) = first_disagreement(&only) {
+            let name = report
+                .runs
+                .iter()
+                .find(|r| r.fixture.records_sha256 == sha)
+                .map_or(sha.clone(), |r| r.fixture.name.clone());
+            return Some((name, d));
+        }
+    }
+    None
+}
+
+// ---- rendering -------------------------------------------------------------------------------
+
+/// Write `report.json`, `batches.csv`, `report.md` and the SVG charts into `out` (created if
+/// missing). Returns the files written.
+///
+/// # Errors
+/// I/O and chart-drawing errors.
+pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut written = Vec::new();
+    let json = out.join("report.json");
+    std::fs::write(&json, serde_json::to_vec_pretty(report)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    written.push(json);
+    let csv = out.join("batches.csv");
+    std::fs::write(&csv, render_csv(report))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    written.push(csv);
+    let charts = crate::report::charts::write_charts(report, out)?;
+    let md = out.join("report.md");
+    std::fs::write(&md, render_markdown(report, &charts))
+        .with_context(|| format!("writing {}", md.display()))?;
+    written.push(md);
+    written.extend(charts.into_iter().map(|c| c.path));
+    Ok(written)
+}
+
+/// `batches.csv`: one line per (row, batch).
+pub fn render_csv(report: &Report) -> String {
+    let mut s = String::from(
+        "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
+         wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
+         attester_slashings,proposer_slashings\n",
+    );
+    for (run_index, run) in report.runs.iter().enumerate() {
+        for r in &run.backends {
+            for b in &r.batches {
+                let _ = writeln!(
+                    s,
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{}",
+                    csv_field(&r.name),
+                    csv_field(&r.backend),
+                    csv_field(&r.filesystem),
+                    r.durable,
+                    b.index,
+                    b.slot,
+                    b.current_epoch,
+                    b.headers,
+                    b.attestations,
+                    b.wall_ms,
+                    b.process_ms,
+                    b.prune_ms,
+                    b.commit_ms,
+                    b.enqueue_ms,
+                    b.db_bytes,
+                    b.bytes_written,
+                    b.tiles_written,
+                    b.attester_slashings,
+                    b.proposer_slashings
+                );
+            }
+        }
+    }
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The LMDB row a row is compared with: LMDB on the same filesystem if present in the group,
+/// else any LMDB row of the group.
+fn baseline<'a>(
+    row: &BackendResult,
+    group: &[(usize, &'a BackendResult)],
+) -> Option<&'a BackendResult> {
+    let lmdb = || {
+        group
+            .iter()
+            .map(|(_, r)| *r)
+            .filter(|r| r.backend == "lmdb" && r.durable)
+    };
+    lmdb()
+        .find(|r| r.filesystem == row.filesystem)
+        .or_else(|| lmdb().next())
+}
+
+fn ratio(value: f64, base: Option<f64>) -> String {
+    match base {
+        Some(b) if b > 0.0 => format!("{:.2}×", value / b),
+        _ => "–".into(),
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn opt_mib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "n/m".into(), mib)
+}
+
+/// `report.md`.
+pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
+    let mut s = String::from("# slasher-bench replay report\n\n");
+    let _ = writeln!(
+        s,
+        "Each batch is replayed through the slasher as Lighthouse does it: the batch's headers and \
+         attestations are queued, then `process_queued(current_epoch)` runs in one write \
+         transaction and `prune_database(current_epoch)` in a second one. *Batch time* is the \
+         wall time of both; *commit* is the time of the two commits alone. Each backend runs in \
+         its own process, one after another, on a fresh database. Times in milliseconds; \
+         ratios are row ÷ LMDB on the same filesystem (else any LMDB row of the table); below 1 \
+         is faster than LMDB.\n"
+    );
+    if let Some((fixture, d)) = gate(report) {
+        let _ = writeln!(s, "**CORRECTNESS GATE FAILED** (fixture {fixture}): {d}\n");
+    }
+    for ((sha, batches), group) in groups(report) {
+        let name = report
+            .runs
+            .iter()
+            .find(|r| r.fixture.records_sha256 == sha)
+            .map_or("?", |r| r.fixture.name.as_str());
+        let _ = writeln!(s, "## Fixture `{name}`: {batches} batches\n");
+        let only: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
+        match first_disagreement(&only) {
+            None => {
+                let total: usize = only
+                    .first()
+                    .map_or(0, |r| r.slashings.attester + r.slashings.proposer);
+                let _ = writeln!(
+                    s,
+                    "Correctness gate: all {} rows found the same slashings in every batch \
+                     ({total} in total).\n",
+                    only.len()
+                );
+            }
+            Some(d) => {
+                let _ = writeln!(s, "Correctness gate: **FAILED**: {d}\n");
+            }
+        }
+        s.push_str(
+            "| run | backend | filesystem | durability | first batch | median | p99 | max | \
+             total s | median ×LMDB | p99 ×LMDB | first ×LMDB | total ×LMDB | median commit | \
+             DB MiB (apparent / allocated) | written MiB | device MiB | peak RSS MiB | slashings |\n",
+        );
+        s.push_str(
+            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\
+             ---:|---:|\n",
+        );
+        for (run_index, r) in &group {
+            let base = baseline(r, &group);
+            let durability = if r.durable {
+                "durable".to_string()
+            } else {
+                format!("**NON-DURABLE** ({})", r.durability)
+            };
+            let _ = writeln!(
+                s,
+                "| {run_index} | {} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
+                 {} | {} | {} | {} | {:.2} | {} / {} | {} | {} | {} | {} |",
+                r.name,
+                r.filesystem,
+                r.first_batch_ms,
+                r.median_batch_ms,
+                r.p99_batch_ms,
+                r.max_batch_ms,
+                r.total_s,
+                ratio(r.median_batch_ms, base.map(|b| b.median_batch_ms)),
+                ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
+                ratio(r.first_batch_ms, base.map(|b| b.first_batch_ms)),
+                ratio(r.total_s, base.map(|b| b.total_s)),
+                r.median_commit_ms,
+                mib(r.db_bytes_final),
+                mib(r.db_allocated_bytes_final),
+                mib(r.bytes_written),
+                opt_mib(r.device_bytes_written),
+                opt_mib(r.peak_rss_bytes),
+                r.slashings.attester + r.slashings.proposer,
+            );
+        }
+        s.push('\n');
+        let expected: Vec<String> = group
+            .iter()
+            .filter_map(|(_, r)| {
+                let e = r.expected_slashings.as_ref()?;
+                Some(format!(
+                    "{}: {}/{} expected found, {} unexpected{}",
+                    r.name,
+                    e.found,
+                    e.expected,
+                    e.unexpected,
+                    if e.missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (missing: {})", e.missing.join("; "))
+                    }
+                ))
+            })
+            .collect();
+        if !expected.is_empty() {
+            let _ = writeln!(s, "Injected slashings (from the fixture manifest):\n");
+            for line in expected {
+                let _ = writeln!(s, "- {line}");
+            }
+            s.push('\n');
+        }
+        for chart in charts.iter().filter(|c| c.group == sha) {
+            let file = chart
+                .path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or_default();
+            let _ = writeln!(s, "![{}]({file})\n", chart.title);
+        }
+    }
+    for (i, run) in report.runs.iter().enumerate() {
+        render_run_details(&mut s, i, run);
+    }
+    s
+}
+
+fn render_run_details(s: &mut String, index: usize, run: &Run) {
+    let m = &run.machine;
+    let b = &run.build;
+    let c = &run.slasher_config;
+    let _ = writeln!(s, "## Run {index}: environment\n");
+    let _ = writeln!(s, "- command: `{}`", run.command.join(" "));
+    let _ = writeln!(
+        s,
+        "- fixture: `{}` ({}), {} of {} batches replayed, records sha256 `{}`",
+        run.fixture.name,
+        run.fixture.path.display(),
+        run.fixture.batches_replayed,
+        run.fixture.batch_count,
+        run.fixture.records_sha256
+    );
+    let _ = writeln!(
+        s,
+        "- slasher config: C = {}, K = {}, H = {}, LRU {}, max_db_size_mbs {}, durability \
+         requested: {}",
+        c.chunk_size,
+        c.validator_chunk_size,
+        c.history_length,
+        c.attestation_root_cache_size,
+        c.max_db_size_mbs,
+        c.durability_requested
+    );
+    let _ = writeln!(
+        s,
+        "- machine: kernel {}, CPU {} ({} online, {} available to the process), RAM {} GiB",
+        m.kernel.as_deref().unwrap_or("?"),
+        m.cpu_model.as_deref().unwrap_or("?"),
+        m.cpus_online.map_or("?".into(), |n| n.to_string()),
+        m.cpus_available.map_or("?".into(), |n| n.to_string()),
+        m.ram_bytes.map_or("?".into(), |r| format!(
+            "{:.1}",
+            r as f64 / (1u64 << 30) as f64
+        )),
+    );
+    let _ = writeln!(
+        s,
+        "- build: {} profile, git {}{}",
+        b.profile,
+        b.git_revision.as_deref().unwrap_or("unknown"),
+        if b.git_dirty == Some(true) {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        }
+    );
+    if b.profile != "release" {
+        let _ = writeln!(
+            s,
+            "- **WARNING: not a release build; these times are not benchmarks.**"
+        );
+    }
+    let versions: Vec<String> = b
+        .crate_versions
+        .iter()
+        .map(|v| format!("{} {}", v.name, v.version))
+        .collect();
+    let _ = writeln!(s, "- crates: {}", versions.join(", "));
+    for r in &run.backends {
+        let f = &r.fs;
+        let _ = writeln!(
+            s,
+            "- `{}`: {} (statfs magic {}) at {}, mounted on {} from {}{} with `{}` / `{}`; \
+             database in {}; durable: {}",
+            r.name,
+            f.fs_type,
+            f.magic,
+            f.path.display(),
+            f.mount_point
+                .as_ref()
+                .map_or("?".into(), |p| p.display().to_string()),
+            f.device.as_deref().unwrap_or("?"),
+            f.loop_backing_file
+                .as_ref()
+                .map_or(String::new(), |b| format!(" (loop file {b})")),
+            f.mount_options.as_deref().unwrap_or("?"),
+            f.super_options.as_deref().unwrap_or("?"),
+            r.db_dir.display(),
+            r.durable
+        );
+    }
+    for failure in &run.failures {
+        let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
+    }
+    if !run.notes.is_empty() {
+        let _ = writeln!(s, "\nWhat the numbers mean:\n");
+        for note in &run.notes {
+            let _ = writeln!(s, "- {note}");
+        }
+    }
+    s.push('\n');
+}
+
+// ---- `slasher-bench report` ------------------------------------------------------------------
+
+/// `slasher-bench report`: re-render or merge reports.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Report directories (holding `report.json`) or `report.json` files.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output directory; defaults to the input directory when there is exactly one input.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Read a report from a directory or a `report.json` path.
+///
+/// # Errors
+/// I/O or JSON errors; an unknown schema.
+pub fn load(path: &Path) -> anyhow::Result<Report> {
+    let file = if path.is_dir() {
+        path.join("report.json")
+    } else {
+        path.to_path_buf()
+    };
+    let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+    let report: Report =
+        serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", file.display()))?;
+    if report.schema != REPORT_SCHEMA {
+        bail!(
+            "{}: schema {:?}, this build reads {REPORT_SCHEMA:?}",
+            file.display(),
+            report.schema
+        );
+    }
+    Ok(report)
+}
+
+/// Concatenate the runs of several reports.
+pub fn merge(reports: Vec<Report>) -> Report {
+    Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: crate::TOOL.into(),
+        runs: reports.into_iter().flat_map(|r| r.runs).collect(),
+    }
+}
+
+/// Run `slasher-bench report`.
+///
+/// # Errors
+/// Unreadable inputs, write errors, or rows of one fixture that disagree on the slashings
+/// (after writing the merged report).
+pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let out = match (&args.out, args.inputs.as_slice()) {
+        (Some(out), _) => out.clone(),
+        (None, [one]) if one.is_dir() => one.clone(),
+        (None, [one]) => one
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        (None, _) => bail!("several inputs: say where the merged report goes with --out DIR"),
+    };
+    let reports = args
+        .inputs
+        .iter()
+        .map(|p| load(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let report = merge(reports);
+    let written = write_outputs(&report, &out)?;
+    print!("{}", summary_table(&report));
+    for f in &written {
+        println!("wrote {}", f.display());
+    }
+    if let Some((fixture, d)) = gate(&report) {
+        bail!("correctness gate failed on fixture {fixture}: {d}");
+    }
+    Ok(())
+}
+
+/// A short plain-text table of every row: for the terminal.
+pub fn summary_table(report: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<26} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "row", "first ms", "median ms", "p99 ms", "max ms", "total s", "med×LMDB", "p99×LMDB"
+    );
+    for group in groups(report).values() {
+        for (_, r) in group {
+            let base = baseline(r, group);
+            let _ = writeln!(
+                s,
+                "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.2} {:>9} {:>9}",
+                format!(
+                    "{}{}",
+                    r.name,
+                    if r.durable { "" } else { " (non-durable)" }
+                ),
+                r.first_batch_ms,
+                r.median_batch_ms,
+                r.p99_batch_ms,
+                r.max_batch_ms,
+                r.total_s,
+                ratio(r.median_batch_ms, base.map(|b| b.median_batch_ms)),
+                ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
+            );
+        }
+    }
+    s
+}
+
+pub mod charts {
+    //! SVG charts of a report, one set per fixture group.
+
+    use super::{groups, BackendResult, Report};
+    use anyhow::anyhow;
+    use plotters::prelude::*;
+    use std::path::{Path, PathBuf};
+
+    /// A chart written to disk.
+    #[derive(Debug, Clone)]
+    pub struct Chart {
+        /// The fixture group (`records_sha256`).
+        pub group: String,
+        /// Title.
+        pub title: String,
+        /// File.
+        pub path: PathBuf,
+    }
+
+    const SIZE: (u32, u32) = (1100, 600);
+
+    /// Draw the per-batch time series, the CDF of batch times and the database size for every
+    /// fixture group of `report` into `out`.
+    ///
+    /// # Errors
+    /// Drawing or I/O errors.
+    pub fn write_charts(report: &Report, out: &Path) -> anyhow::Result<Vec<Chart>> {
+        let all = groups(report);
+        let several = all.len() > 1;
+        let mut charts = Vec::new();
+        for (n, ((sha, _), group)) in all.iter().enumerate() {
+            let rows: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
+            if rows.iter().all(|r| r.batches.is_empty()) {
+                continue;
+            }
+            let suffix = if several {
+                format!("-{n}")
+            } else {
+                String::new()
+            };
+            let mut add = |stem: &str, title: &str| {
+                let path = out.join(format!("{stem}{suffix}.svg"));
+                charts.push(Chart {
+                    group: sha.clone(),
+                    title: title.into(),
+                    path: path.clone(),
+                });
+                path
+            };
+            let p = add(
+                "batch_times",
+                "Per-batch wall time (process_queued + prune), ms, log scale",
+            );
+            time_series(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+            let p = add("batch_cdf", "CDF of batch wall times, ms, log scale");
+            cdf(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+            let p = add(
+                "db_size",
+                "Database size (sum of filenames() sizes) after each batch",
+            );
+            db_size(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+        }
+        Ok(charts)
+    }
+
+    type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn color(i: usize) -> RGBColor {
+        const COLORS: [RGBColor; 8] = [
+            RGBColor(31, 119, 180),
+            RGBColor(255, 127, 14),
+            RGBColor(44, 160, 44),
+            RGBColor(214, 39, 40),
+            RGBColor(148, 103, 189),
+            RGBColor(140, 86, 75),
+            RGBColor(227, 119, 194),
+            RGBColor(127, 127, 127),
+        ];
+        COLORS.get(i % COLORS.len()).copied().unwrap_or(BLACK)
+    }
+
+    fn label(r: &BackendResult) -> String {
+        if r.durable {
+            r.name.clone()
+        } else {
+            format!("{} (non-durable)", r.name)
+        }
+    }
+
+    fn time_range(rows: &[&BackendResult]) -> (f64, f64) {
+        let times = rows
+            .iter()
+            .flat_map(|r| r.batches.iter().map(|b| b.wall_ms));
+        let (lo, hi) = times.fold((f64::MAX, 0.0f64), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        let lo = lo.clamp(0.001, f64::MAX) * 0.8;
+        (lo, (hi * 1.25).max(lo * 10.0))
+    }
+
+    fn time_series(path: &Path, rows: &[&BackendResult]) -> DrawResult {
+        let root = SVGBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (lo, hi) = time_range(rows);
+        let batches = rows
+            .iter()
+            .map(|r| r.batches.len())
+            .max()
+            .unwrap_or(1)
+            .max(2) as u64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Per-batch wall time (process_queued + prune_database)",
+                ("sans-serif", 22),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0u64..batches, (lo..hi).log_scale())?;
+        chart.configure_mesh().x_desc("batch").y_desc("ms").draw()?;
+        for (i, r) in rows.iter().enumerate() {
+            let c = color(i);
+            let points = r.batches.iter().map(|b| (b.index, b.wall_ms.max(lo)));
+            chart
+                .draw_series(LineSeries::new(points, c.stroke_width(1)))?
+                .label(label(r))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    }
+
+    fn cdf(path: &Path, rows: &[&BackendResult]) -> DrawResult {
+        let root = SVGBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (lo, hi) = time_range(rows);
+        let mut chart = ChartBuilder::on(&root)
+            .caption("CDF of batch wall times", ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((lo..hi).log_scale(), 0.0f64..1.0)?;
+        chart
+            .configure_mesh()
+            .x_desc("batch wall time, ms")
+            .y_desc("fraction of batches ≤ x")
+            .draw()?;
+        for (i, r) in rows.iter().enumerate() {
+            let c = color(i);
+            let mut times: Vec<f64> = r.batches.iter().map(|b| b.wall_ms.max(lo)).collect();
+            times.sort_by(f64::total_cmp);
+            let n = times.len() as f64;
+            // A step function: each sample raises the curve by 1/n at its value.
+            let mut points = Vec::with_capacity(times.len() * 2);
+            for (k, t) in times.iter().enumerate() {
+                points.push((*t, k as f64 / n));
+                points.push((*t, (k + 1) as f64 / n));
+            }
+            chart
+                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
+                .label(label(r))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    }
+
+    fn db_size(path: &Path, rows: &[&BackendResult]) -> DrawResult {
+        let root = SVGBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let sizes = || {
+            rows.iter()
+                .flat_map(|r| r.batches.iter().map(|b| mib(b.db_bytes)))
+        };
+        // Log scale: preallocating engines (MDBX geometry) are orders of magnitude above the
+        // others on small fixtures.
+        let lo = sizes()
+            .filter(|s| *s > 0.0)
+            .fold(f64::MAX, f64::min)
+            .min(1.0)
+            * 0.8;
+        let hi = sizes().fold(0.0f64, f64::max).max(lo * 10.0) * 1.25;
+        let batches = rows
+            .iter()
+            .map(|r| r.batches.len())
+            .max()
+            .unwrap_or(1)
+            .max(2) as u64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Database size after each batch (sum of filenames() sizes)",
+                ("sans-serif", 22),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0u64..batches, (lo..hi).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("batch")
+            .y_desc("MiB, log scale")
+            .draw()?;
+        for (i, r) in rows.iter().enumerate() {
+            let c = color(i);
+            let points = r.batches.iter().map(|b| (b.index, mib(b.db_bytes).max(lo)));
+            chart
+                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
+                .label(label(r))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    }
+
+    fn legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> DrawResult
+    where
+        DB: DrawingBackend + 'a,
+        DB::ErrorType: 'static,
+        CT: CoordTranslate,
+    {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, backend: &str, fs: &str, digests: &[Option<&str>]) -> BackendResult {
+        BackendResult {
+            name: name.into(),
+            backend: backend.into(),
+            filesystem: fs.into(),
+            durable: true,
+            median_batch_ms: 2.0,
+            batches: digests
+                .iter()
+                .enumerate()
+                .map(|(i, d)| BatchRecord {
+                    index: i as u64,
+                    slashings_digest: d.map(str::to_string),
+                    attester_slashings: usize::from(d.is_some()),
+                    ..BatchRecord::default()
+                })
+                .collect(),
+            ..BackendResult::default()
+        }
+    }
+
+    #[test]
+    fn gate_names_the_first_differing_batch_and_rows() {
+        let a = row(
+            "lmdb@ext4",
+            "lmdb",
+            "ext4",
+            &[None, Some("aa"), None, Some("bb")],
+        );
+        let b = row(
+            "redb@ext4",
+            "redb",
+            "ext4",
+            &[None, Some("aa"), None, Some("cc")],
+        );
+        assert!(first_disagreement(&[&a, &a.clone()]).is_none());
+        let d = first_disagreement(&[&a, &b]).expect("they differ");
+        assert_eq!(d.batch_index, 3);
+        let text = d.to_string();
+        assert!(
+            text.contains("batch 3") && text.contains("lmdb@ext4") && text.contains("redb@ext4")
+        );
+        let short = row("mdbx@ext4", "mdbx", "ext4", &[None, Some("aa")]);
+        let d = first_disagreement(&[&a, &short]).expect("a missing batch differs");
+        assert_eq!(
+            d.batch_index, 2,
+            "batch 2 has no slashings in `a` and is missing in `short`"
+        );
+    }
+
+    #[test]
+    fn ratios_prefer_lmdb_on_the_same_filesystem() {
+        let mut ext4 = row("lmdb@ext4", "lmdb", "ext4", &[]);
+        ext4.median_batch_ms = 4.0;
+        let btrfs = row("lmdb@btrfs", "lmdb", "btrfs", &[]);
+        let butter = row("butter@btrfs", "butter", "btrfs", &[]);
+        let xfs = row("redb@xfs", "redb", "xfs", &[]);
+        let group = vec![(0, &ext4), (1, &btrfs), (1, &butter), (2, &xfs)];
+        assert_eq!(
+            baseline(&butter, &group).map(|b| b.name.as_str()),
+            Some("lmdb@btrfs")
+        );
+        assert_eq!(
+            baseline(&xfs, &group).map(|b| b.name.as_str()),
+            Some("lmdb@ext4")
+        );
+        assert_eq!(ratio(3.0, Some(2.0)), "1.50×");
+        assert_eq!(ratio(3.0, None), "–");
+    }
+}
