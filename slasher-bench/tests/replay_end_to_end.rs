@@ -1,0 +1,329 @@
+//! `slasher-bench replay` end to end, through the built binary: a small generated fixture is
+//! replayed on real btrfs (the directory in `BUTTER_BTRFS_DIR`) by every compiled backend, and
+//! the report is checked field by field; then `slasher-bench report` merges it with itself. A
+//! second test checks that a database directory on tmpfs is refused with a clear message.
+//!
+//! Without `BUTTER_BTRFS_DIR` the btrfs test prints a loud SKIP, except under `CI=true`, where it
+//! fails: CI never skips.
+
+use serde_json::Value;
+use slasher_adapters::DatabaseBackend;
+use slasher_bench::fixture::FixtureReader;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
+
+fn btrfs_dir() -> Option<PathBuf> {
+    match std::env::var_os("BUTTER_BTRFS_DIR") {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("BUTTER_BTRFS_DIR is not set: CI must run the replay test on a real btrfs")
+        }
+        None => {
+            eprintln!(
+                "\n*** SKIP replay_end_to_end: BUTTER_BTRFS_DIR is not set. Point it at a \
+                 directory on a real btrfs (scripts/test.sh does) to run this test. ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("runs slasher-bench");
+    eprintln!(
+        "$ slasher-bench {}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+/// A deterministic synthetic fixture: 3 epochs (96 batches) over 512 validators with two
+/// injected slashings of each kind (the generator needs 3 epochs to inject them).
+fn generate(dir: &Path) -> PathBuf {
+    let fixture = dir.join("small.fixture");
+    let out = run(&[
+        "generate",
+        "--validators",
+        "512",
+        "--epochs",
+        "3",
+        "--seed",
+        "11",
+        "--out",
+        path(&fixture),
+    ]);
+    assert!(out.status.success(), "generate failed");
+    fixture
+}
+
+fn field<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v.get(name)
+        .unwrap_or_else(|| panic!("report lacks field {name:?} in {v:#}"))
+}
+
+#[test]
+fn replay_end_to_end() {
+    let Some(root) = btrfs_dir() else { return };
+    let work = tempfile::Builder::new()
+        .prefix("replay-e2e-")
+        .tempdir_in(&root)
+        .expect("temp dir on btrfs");
+    let fixture = generate(work.path());
+    let batch_count = FixtureReader::open(&fixture)
+        .expect("fixture")
+        .manifest()
+        .contents
+        .batch_count;
+    let db = work.path().join("db");
+    let out_dir = work.path().join("out");
+    let out = run(&[
+        "replay",
+        "--fixture",
+        path(&fixture),
+        "--db-dir",
+        path(&db),
+        "--out",
+        path(&out_dir),
+        "--no-progress",
+    ]);
+    assert!(out.status.success(), "replay failed");
+
+    for file in [
+        "report.json",
+        "batches.csv",
+        "report.md",
+        "batch_times.svg",
+        "batch_cdf.svg",
+    ] {
+        let p = out_dir.join(file);
+        assert!(
+            p.metadata().is_ok_and(|m| m.len() > 0),
+            "{} missing or empty",
+            p.display()
+        );
+    }
+    assert!(out_dir.join("db_size.svg").exists());
+    // Databases are deleted after their runs (butter's read-only snapshots included).
+    let left: Vec<_> = std::fs::read_dir(&db).expect("db dir").collect();
+    assert!(
+        left.is_empty(),
+        "database directories left behind: {left:?}"
+    );
+
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("report.json")).expect("read"))
+            .expect("report.json is JSON");
+    assert_eq!(field(&report, "schema"), "slasher-bench-report/1");
+    let runs = field(&report, "runs").as_array().expect("runs");
+    assert_eq!(runs.len(), 1);
+    let run0 = &runs[0];
+    for f in [
+        "machine",
+        "build",
+        "fixture",
+        "slasher_config",
+        "notes",
+        "correctness",
+    ] {
+        field(run0, f);
+    }
+    assert!(field(field(run0, "machine"), "kernel").is_string());
+    assert_eq!(
+        field(field(run0, "fixture"), "batches_replayed"),
+        batch_count
+    );
+    assert_eq!(field(field(run0, "correctness"), "agree"), true);
+    assert!(field(run0, "failures")
+        .as_array()
+        .expect("failures")
+        .is_empty());
+
+    let rows = field(run0, "backends").as_array().expect("backends");
+    let compiled = DatabaseBackend::compiled();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| field(r, "backend").as_str().expect("str"))
+        .collect();
+    let expected: Vec<&str> = compiled.iter().map(|b| b.name()).collect();
+    assert_eq!(names, expected, "one row per compiled backend, in order");
+
+    let mut slashings = Vec::new();
+    for row in rows {
+        for f in [
+            "name",
+            "filesystem",
+            "durable",
+            "first_batch_ms",
+            "median_batch_ms",
+            "p99_batch_ms",
+            "max_batch_ms",
+            "total_s",
+            "db_bytes_final",
+            "bytes_written",
+            "peak_rss_bytes",
+            "slashings",
+            "batches",
+        ] {
+            field(row, f);
+        }
+        let name = field(row, "name").as_str().expect("name");
+        assert!(name.ends_with("@btrfs"), "{name}");
+        assert_eq!(field(row, "filesystem"), "btrfs");
+        assert_eq!(
+            field(row, "durable"),
+            true,
+            "{name}: default runs are durable"
+        );
+        assert!(
+            field(row, "peak_rss_bytes").as_u64().is_some_and(|b| b > 0),
+            "{name}"
+        );
+        assert!(
+            field(row, "db_bytes_final").as_u64().is_some_and(|b| b > 0),
+            "{name}"
+        );
+        let median = field(row, "median_batch_ms").as_f64().expect("median");
+        let p99 = field(row, "p99_batch_ms").as_f64().expect("p99");
+        let max = field(row, "max_batch_ms").as_f64().expect("max");
+        assert!(
+            0.0 < median && median <= p99 && p99 <= max,
+            "{name}: {median} {p99} {max}"
+        );
+
+        let batches = field(row, "batches").as_array().expect("batches");
+        assert_eq!(
+            batches.len() as u64,
+            batch_count,
+            "{name}: one record per fixture batch"
+        );
+        for (i, b) in batches.iter().enumerate() {
+            for f in ["index", "slot", "wall_ms", "commit_ms", "db_bytes"] {
+                field(b, f);
+            }
+            assert_eq!(field(b, "index"), i as u64);
+            let wall = field(b, "wall_ms").as_f64().expect("wall");
+            let commit = field(b, "commit_ms").as_f64().expect("commit");
+            assert!(
+                commit <= wall,
+                "{name} batch {i}: commit {commit} > wall {wall}"
+            );
+        }
+        let digests: Vec<&Value> = batches
+            .iter()
+            .map(|b| field(b, "slashings_digest"))
+            .collect();
+        let found = field(row, "slashings");
+        let check = field(row, "expected_slashings");
+        assert_eq!(
+            field(check, "found"),
+            field(check, "expected"),
+            "{name}: {check}"
+        );
+        assert_eq!(
+            field(check, "expected"),
+            6,
+            "{name}: the fixture injects 6 slashings"
+        );
+        slashings.push((name.to_string(), digests, found.clone()));
+    }
+    let (first_name, first_digests, first_found) = &slashings[0];
+    for (name, digests, found) in &slashings[1..] {
+        assert_eq!(
+            digests, first_digests,
+            "{name} and {first_name} differ per batch"
+        );
+        assert_eq!(
+            found, first_found,
+            "{name} and {first_name} found different slashings"
+        );
+    }
+
+    let csv = std::fs::read_to_string(out_dir.join("batches.csv")).expect("csv");
+    assert_eq!(
+        csv.lines().count() as u64,
+        1 + batch_count * rows.len() as u64
+    );
+    let md = std::fs::read_to_string(out_dir.join("report.md")).expect("md");
+    assert!(
+        md.contains("| lmdb@btrfs |") || !expected.contains(&"lmdb"),
+        "{md}"
+    );
+
+    // `report` merges two reports into one, keeping every row.
+    let merged = work.path().join("merged");
+    let out = run(&[
+        "report",
+        path(&out_dir),
+        path(&out_dir),
+        "--out",
+        path(&merged),
+    ]);
+    assert!(out.status.success(), "report failed");
+    let merged: Value =
+        serde_json::from_slice(&std::fs::read(merged.join("report.json")).expect("read"))
+            .expect("JSON");
+    assert_eq!(field(&merged, "runs").as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn replay_refuses_tmpfs() {
+    let shm = Path::new("/dev/shm");
+    let fs = slasher_bench::environment::probe_fs(shm).expect("probe /dev/shm");
+    if fs.fs_type != "tmpfs" {
+        eprintln!(
+            "\n*** SKIP replay_refuses_tmpfs: /dev/shm is {} here, not tmpfs ***\n",
+            fs.fs_type
+        );
+        return;
+    }
+    let work = tempfile::tempdir().expect("temp dir");
+    let fixture = generate(work.path());
+    let db = shm.join(format!("slasher-bench-refused-{}", std::process::id()));
+    let out = run(&[
+        "replay",
+        "--fixture",
+        path(&fixture),
+        "--db-dir",
+        path(&db),
+        "--out",
+        path(&work.path().join("out")),
+    ]);
+    assert!(!out.status.success(), "replay on tmpfs must fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{} is on tmpfs; benchmarks must run on a real disk",
+            db.display()
+        )),
+        "unclear message: {stderr}"
+    );
+    assert!(!db.exists(), "nothing may be created on tmpfs");
+    // Per-backend directories are checked too.
+    let first = DatabaseBackend::compiled()
+        .first()
+        .map_or("lmdb", |b| b.name());
+    let out = run(&[
+        "replay",
+        "--fixture",
+        path(&fixture),
+        "--backends",
+        first,
+        "--db-dir",
+        &format!("{first}={}", db.display()),
+        "--out",
+        path(&work.path().join("out")),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is on tmpfs"));
+}
