@@ -139,7 +139,7 @@ pub(crate) fn get_indexed_attestation<T: RwTransaction>(
 ) -> Result<IndexedAttestation, Error> {
     let bytes = txn
         .get(dbs.indexed_attestation_db, &id.to_bytes())?
-        .ok_or(Error::MissingIndexedAttestation { id: id.as_u64() })?;
+        .ok_or_else(|| Error::MissingIndexedAttestation { id: id.as_u64() })?;
     decode_indexed_attestation(&bytes)
 }
 
