@@ -29,7 +29,8 @@ fn run<E: Environment>(dir: &Path) {
     let mut config = BackendConfig::new(&path);
     config.max_db_size_mbs = 16 * 1024;
     let env = E::open(&config).expect("open");
-    let db = env.create_databases().expect("tables").current_epochs_db;
+    let dbs = env.create_databases().expect("tables");
+    let (db, db2) = (dbs.current_epochs_db, dbs.indexed_attestation_db);
 
     let t = Instant::now();
     let mut txn = env.begin_rw_txn().expect("txn");
@@ -74,9 +75,9 @@ fn run<E: Environment>(dir: &Path) {
         txn.commit().expect("commit");
         empty.push(t.elapsed().as_secs_f64());
         let mut txn = env.begin_rw_txn().expect("txn");
-        let db2 = env.create_databases().expect("tables").indexed_attestation_db;
         for i in 0..1024u64 {
-            txn.put(db2, &(run * 1024 + i).to_be_bytes()[2..], &value).expect("put");
+            txn.put(db2, &(run * 1024 + i).to_be_bytes()[2..], &value)
+                .expect("put");
         }
         let t = Instant::now();
         txn.commit().expect("commit");
