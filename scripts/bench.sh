@@ -29,7 +29,9 @@
 #
 # Environment (all optional):
 #   BENCH_FIXTURE      fixture file to replay (default: see step 3)
-#   BENCH_BATCHES      replay only the first N batches
+#   BENCH_BATCHES      replay only the first N batches (default 256: eight epochs of the sample,
+#                      the first two of them a cold start at ~20 s a batch on 2 cores; set
+#                      BENCH_BATCHES=all for the whole fixture, several hours for all rows)
 #   BENCH_OUT          report directory (default: $CARGO_TARGET_DIR/bench/<date-time>)
 #   BENCH_IMAGE_SIZE   size of each image (default 16G)
 #   BENCH_TMPDIR       where the images go (default /var/tmp; must not be tmpfs)
@@ -191,7 +193,8 @@ replay() {
     local label=$1
     shift
     local args=(replay --fixture "$FIXTURE" --out "$OUT/$label" "$@")
-    [[ -n ${BENCH_BATCHES:-} ]] && args+=(--batches "$BENCH_BATCHES")
+    local batches=${BENCH_BATCHES:-256}
+    [[ $batches != all ]] && args+=(--batches "$batches")
     drop_caches
     log "run $label: slasher-bench ${args[*]}"
     "$BIN" "${args[@]}" || {

@@ -27,6 +27,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 
@@ -198,6 +200,10 @@ pub(crate) struct Segment {
     pub(crate) max_key: Box<[u8]>,
     blocks: Vec<BlockLoc>,
     cache: Arc<BlockCache>,
+    /// The block the last point lookup used. The slasher reads keys in ascending runs, so the
+    /// next lookup usually lands in the same block and skips the index search and the shared
+    /// cache. Guarded by its own mutex (uncontended: one writer thread does the lookups).
+    last_block: Mutex<Option<(usize, Arc<Block>)>>,
 }
 
 /// A position inside a segment.
@@ -322,6 +328,7 @@ impl Segment {
             max_key: Box::default(),
             blocks,
             cache,
+            last_block: Mutex::new(None),
         };
         if let Some(first) = seg.blocks.first() {
             seg.min_key = first.first_key.clone();
@@ -370,10 +377,23 @@ impl Segment {
         if !self.may_contain(key) {
             return Ok(None);
         }
-        let Some(bi) = self.block_for(key) else {
-            return Ok(None);
+        let hinted = self.last_block.lock().as_ref().and_then(|(bi, block)| {
+            let next_first = self.blocks.get(bi + 1).map(|b| &*b.first_key);
+            let in_block = self.blocks.get(*bi).is_some_and(|b| &*b.first_key <= key)
+                && next_first.is_none_or(|n| key < n);
+            in_block.then(|| block.clone())
+        });
+        let block = match hinted {
+            Some(block) => block,
+            None => {
+                let Some(bi) = self.block_for(key) else {
+                    return Ok(None);
+                };
+                let block = self.block(bi)?;
+                *self.last_block.lock() = Some((bi, block.clone()));
+                block
+            }
         };
-        let block = self.block(bi)?;
         Ok(block.find(key).map(|i| (block, i)))
     }
 
