@@ -55,6 +55,21 @@ const TOMBSTONE: u32 = u32::MAX;
 /// Close a block once it holds at least this many bytes.
 const BLOCK_TARGET_BYTES: usize = 16 * 1024;
 
+/// Byte-wise lexicographic comparison (shorter prefix first), as `<[u8]>::cmp`, with a fast
+/// path: the first 8 bytes compared as one big-endian integer, which orders them the same way
+/// and avoids a `memcmp` call for the short keys the slasher uses (6–16 bytes).
+#[inline]
+pub(crate) fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
+    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        match u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)) {
+            Ordering::Equal => a.get(8..).cmp(&b.get(8..)),
+            other => other,
+        }
+    } else {
+        a.cmp(b)
+    }
+}
+
 fn le_u16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
@@ -157,7 +172,7 @@ impl Block {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let before = match self.key(mid).cmp(key) {
+            let before = match key_cmp(self.key(mid), key) {
                 Ordering::Less => true,
                 Ordering::Equal => !inclusive,
                 Ordering::Greater => false,
@@ -362,13 +377,17 @@ impl Segment {
 
     /// The block that would hold `key`, if any block could.
     fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let n = self.blocks.partition_point(|b| &*b.first_key <= key);
+        let n = self
+            .blocks
+            .partition_point(|b| key_cmp(&b.first_key, key).is_le());
         n.checked_sub(1)
     }
 
     /// Whether `key` is within this segment's key range.
     pub(crate) fn may_contain(&self, key: &[u8]) -> bool {
-        self.entries > 0 && key >= &*self.min_key && key <= &*self.max_key
+        self.entries > 0
+            && key_cmp(key, &self.min_key).is_ge()
+            && key_cmp(key, &self.max_key).is_le()
     }
 
     /// Point lookup. `Some(None)` is a tombstone; `None` means the key is not in this segment.
@@ -379,8 +398,11 @@ impl Segment {
         }
         let hinted = self.last_block.lock().as_ref().and_then(|(bi, block)| {
             let next_first = self.blocks.get(bi + 1).map(|b| &*b.first_key);
-            let in_block = self.blocks.get(*bi).is_some_and(|b| &*b.first_key <= key)
-                && next_first.is_none_or(|n| key < n);
+            let in_block = self
+                .blocks
+                .get(*bi)
+                .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
+                && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
             in_block.then(|| block.clone())
         });
         let block = match hinted {
@@ -642,6 +664,23 @@ mod tests {
                 (i.to_be_bytes().to_vec(), v)
             })
             .collect()
+    }
+
+    #[test]
+    fn key_cmp_orders_like_byte_slices() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let key = |rng: &mut rand_chacha::ChaCha8Rng| -> Vec<u8> {
+            let len = rng.gen_range(0..20);
+            (0..len)
+                .map(|_| *[0u8, 1, 0x7f, 0x80, 0xff].get(rng.gen_range(0..5)).unwrap())
+                .collect()
+        };
+        for _ in 0..100_000 {
+            let (a, b) = (key(&mut rng), key(&mut rng));
+            assert_eq!(key_cmp(&a, &b), a.cmp(&b), "{a:?} vs {b:?}");
+            assert_eq!(key_cmp(&a, &a), std::cmp::Ordering::Equal);
+        }
     }
 
     #[test]

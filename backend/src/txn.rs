@@ -10,7 +10,7 @@ use parking_lot::MutexGuard;
 
 use crate::env::{CommitInfo, Env, TableFormat, Version, WriterState};
 use crate::error::{Error, Result};
-use crate::segment::Segment;
+use crate::segment::{key_cmp, Segment};
 use crate::sqlite::{self, SqliteTable};
 
 /// A table's uncommitted writes: key → value, or `None` for a deletion.
@@ -40,10 +40,8 @@ struct TableView<'a> {
 
 impl<'a> TableView<'a> {
     fn get(&self, key: &[u8]) -> Result<Option<Cow<'a, [u8]>>> {
-        if let Some(mem) = self.mem {
-            if let Some(v) = mem.get(key) {
-                return Ok(v.as_deref().map(Cow::Borrowed));
-            }
+        if let Some(v) = self.mem_get(key) {
+            return Ok(v.map(Cow::Borrowed));
         }
         for seg in self.segments {
             if let Some((block, i)) = seg.lookup(key)? {
@@ -56,11 +54,25 @@ impl<'a> TableView<'a> {
         }
     }
 
+    /// The memtable's entry for `key`: `Some(None)` is a deletion. Keys outside the memtable's
+    /// range are rejected with one comparison against each end (walking a B-tree's edge needs
+    /// none); the slasher's writes ascend, so most of its reads fall past the last key.
+    fn mem_get(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
+        let mem = self.mem?;
+        let (last, _) = mem.last_key_value()?;
+        if key_cmp(key, last).is_gt() {
+            return None;
+        }
+        let (first, _) = mem.first_key_value()?;
+        if key_cmp(key, first).is_lt() {
+            return None;
+        }
+        mem.get(key).map(|v| v.as_deref())
+    }
+
     fn contains(&self, key: &[u8]) -> Result<bool> {
-        if let Some(mem) = self.mem {
-            if let Some(v) = mem.get(key) {
-                return Ok(v.is_some());
-            }
+        if let Some(v) = self.mem_get(key) {
+            return Ok(v.is_some());
         }
         for seg in self.segments {
             if let Some((block, i)) = seg.lookup(key)? {
