@@ -179,3 +179,27 @@ pub trait Cursor {
         Ok(deleted)
     }
 }
+
+/// Shared by the adapters' unit tests: a fresh store in a temporary directory creates exactly
+/// `expected` files (by name, in `filenames()` order), they exist, and commits are durable.
+#[cfg(test)]
+pub(crate) fn check_files_and_durability<E: Environment>(expected: &[&str]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = BackendConfig {
+        max_db_size_mbs: 64,
+        ..BackendConfig::new(dir.path())
+    };
+    let env = E::open(&config).expect("open");
+    env.create_databases().expect("tables");
+    let names: Vec<_> = env
+        .filenames()
+        .iter()
+        .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let expected: Vec<_> = expected.iter().map(|n| Some(n.to_string())).collect();
+    assert_eq!(names, expected);
+    for file in env.filenames() {
+        assert!(file.exists(), "{} missing", file.display());
+    }
+    assert!(env.durable());
+}

@@ -276,34 +276,9 @@ impl backend::Cursor for Cursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Environment as _;
-
-    const EXPECTED_FILES: &[&str] = &[DATA_FILENAME, LOCK_FILENAME];
 
     #[test]
     fn files_and_durability() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = BackendConfig {
-            max_db_size_mbs: 64,
-            ..BackendConfig::new(dir.path())
-        };
-        let env = Environment::open(&config).expect("open");
-        env.create_databases().expect("tables");
-        let names: Vec<_> = env
-            .filenames()
-            .iter()
-            .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect();
-        assert_eq!(
-            names,
-            EXPECTED_FILES
-                .iter()
-                .map(|n| Some(n.to_string()))
-                .collect::<Vec<_>>()
-        );
-        for file in env.filenames() {
-            assert!(file.exists(), "{} missing", file.display());
-        }
-        assert!(env.durable());
+        crate::backend::check_files_and_durability::<Environment>(&[DATA_FILENAME, LOCK_FILENAME]);
     }
 }
