@@ -182,7 +182,7 @@ pub trait Cursor {
 
 /// Shared by the adapters' unit tests: a fresh store in a temporary directory creates exactly
 /// `expected` files (by name, in `filenames()` order), they exist, and commits are durable.
-#[cfg(test)]
+#[cfg(all(test, any(feature = "lmdb", feature = "mdbx", feature = "redb")))]
 pub(crate) fn check_files_and_durability<E: Environment>(expected: &[&str]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = BackendConfig {

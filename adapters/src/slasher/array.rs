@@ -79,7 +79,7 @@ fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
         .get(..8)
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)
-        .ok_or_else(|| Error::corrupted("tile", "shorter than its cell count"))?;
+        .ok_or(Error::corrupted("tile", "shorter than its cell count"))?;
     if count > expected as u64 {
         return Err(Error::corrupted("tile", "cell count larger than C·K"));
     }
@@ -92,7 +92,7 @@ fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
     }
     let cells = raw
         .get(8..8 + 2 * count)
-        .ok_or_else(|| Error::corrupted("tile", "truncated cells"))?;
+        .ok_or(Error::corrupted("tile", "truncated cells"))?;
     Ok(cells
         .chunks_exact(2)
         .map(|b| u16::from_le_bytes([b[0], b[1]]))
@@ -139,7 +139,7 @@ impl Chunk {
         self.data
             .get(index)
             .copied()
-            .ok_or_else(|| Error::ChunkIndexOutOfBounds {
+            .ok_or(Error::ChunkIndexOutOfBounds {
                 index,
                 len: self.data.len(),
             })
@@ -149,7 +149,7 @@ impl Chunk {
         let len = self.data.len();
         self.data
             .get_mut(index)
-            .ok_or_else(|| Error::ChunkIndexOutOfBounds { index, len })
+            .ok_or(Error::ChunkIndexOutOfBounds { index, len })
     }
 
     /// The raw distance stored for `(validator, epoch)`.
@@ -182,11 +182,11 @@ impl Chunk {
     ) -> Result<(), Error> {
         let distance = target
             .checked_sub(epoch)
-            .ok_or_else(|| Error::ArithOverflow { what: "distance" })?;
+            .ok_or(Error::ArithOverflow { what: "distance" })?;
         let cell = u16::try_from(distance)
             .ok()
             .filter(|&d| d != u16::MAX)
-            .ok_or_else(|| Error::DistanceTooLarge { distance })?;
+            .ok_or(Error::DistanceTooLarge { distance })?;
         *self.cell_mut(config.cell_index(validator, epoch))? = cell;
         Ok(())
     }
@@ -369,7 +369,7 @@ impl<T: RwTransaction> Pass<'_, T> {
         }
         self.updated
             .get_mut(&chunk_index)
-            .ok_or_else(|| Error::ChunkIndexOutOfBounds {
+            .ok_or(Error::ChunkIndexOutOfBounds {
                 index: chunk_index,
                 len: 0,
             })

@@ -191,7 +191,7 @@ impl Config {
         validator_chunk_index
             .checked_mul(self.chunks_per_validator_chunk() as u64)
             .and_then(|base| base.checked_add(chunk_index as u64))
-            .ok_or_else(|| Error::ArithOverflow { what: "disk_key" })
+            .ok_or(Error::ArithOverflow { what: "disk_key" })
     }
 
     /// The K validator indices of validator chunk `vci`.
