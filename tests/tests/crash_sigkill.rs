@@ -63,7 +63,14 @@ fn crash_child_entry() {
     let t = table(&env);
     let mut i = committed(&env, t);
     let mut out = std::io::stdout();
+    // CRASH_CHILD_STOP_AFTER=n: commit n transactions, then wait to be killed.
+    let stop_after: Option<u64> = std::env::var("CRASH_CHILD_STOP_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok());
     loop {
+        if stop_after.is_some_and(|n| i >= n) {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
         i += 1;
         println!("START {i}");
         let mut w = env.begin_write().expect("begin");
@@ -82,6 +89,15 @@ fn spawn_child(dir: &Path, failpoint: Option<&str>) -> Child {
 }
 
 fn spawn_child_with(dir: &Path, failpoint: Option<&str>, broken: bool) -> Child {
+    spawn_child_stopping(dir, failpoint, broken, None)
+}
+
+fn spawn_child_stopping(
+    dir: &Path,
+    failpoint: Option<&str>,
+    broken: bool,
+    stop_after: Option<u64>,
+) -> Child {
     let mut cmd = Command::new(std::env::current_exe().expect("exe"));
     cmd.args([
         "--exact",
@@ -101,6 +117,9 @@ fn spawn_child_with(dir: &Path, failpoint: Option<&str>, broken: bool) -> Child 
     }
     if broken {
         cmd.env("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT", "1");
+    }
+    if let Some(n) = stop_after {
+        cmd.env("CRASH_CHILD_STOP_AFTER", n.to_string());
     }
     cmd.spawn().expect("spawn child")
 }
@@ -139,23 +158,50 @@ fn btrfs_dir(name: &str) -> Option<PathBuf> {
 }
 
 /// Read the child's output until it has acknowledged `until_ack` transactions or exited.
-fn read_progress(child: &mut Child, until_ack: u64) -> (u64, u64) {
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let (mut ack, mut started) = (0, 0);
-    while let Some(Ok(line)) = lines.next() {
-        // libtest prints the test name without a newline before the child's first line.
-        if let Some((_, n)) = line.split_once("START ") {
-            started = n.parse().expect("number");
-        } else if let Some((_, n)) = line.split_once("ACK ") {
-            ack = n.parse().expect("number");
-            if ack >= until_ack {
-                break;
+/// The child's progress as read from its stdout: the last START and ACK numbers seen.
+struct Progress {
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    ack: u64,
+    started: u64,
+}
+
+impl Progress {
+    fn new(child: &mut Child) -> Self {
+        let stdout = child.stdout.take().expect("stdout");
+        Progress {
+            lines: BufReader::new(stdout).lines(),
+            ack: 0,
+            started: 0,
+        }
+    }
+
+    /// Read lines until ACK `until_ack` (or the end of the output).
+    fn read_until_ack(&mut self, until_ack: u64) {
+        while let Some(Ok(line)) = self.lines.next() {
+            // libtest prints the test name without a newline before the child's first line.
+            if let Some((_, n)) = line.split_once("START ") {
+                self.started = n.parse().expect("number");
+            } else if let Some((_, n)) = line.split_once("ACK ") {
+                self.ack = n.parse().expect("number");
+                if self.ack >= until_ack {
+                    return;
+                }
             }
         }
     }
-    child.stdout = None;
-    (ack, started)
+
+    /// After the child is dead: everything it printed, to its last line.
+    fn drain(&mut self) {
+        self.read_until_ack(u64::MAX);
+    }
+}
+
+/// Read the child's output until it has acknowledged `until_ack` transactions or exited, then
+/// close the pipe (a child that prints again dies of EPIPE).
+fn read_progress(child: &mut Child, until_ack: u64) -> (u64, u64) {
+    let mut p = Progress::new(child);
+    p.read_until_ack(until_ack);
+    (p.ack, p.started)
 }
 
 #[test]
@@ -176,14 +222,16 @@ fn sigkill_at_random_points() {
         let mut child = spawn_child(&dir, None);
         // Let it commit a few transactions, then kill it at a random moment.
         let target = j + rng.gen_range(1..4);
-        let (mut ack, mut started) = read_progress(&mut child, target);
+        let mut progress = Progress::new(&mut child);
+        progress.read_until_ack(target);
+        // The child keeps committing (the pipe stays open) until the kill lands.
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..20_000)));
         child.kill().expect("kill");
         child.wait().expect("wait");
-        // Output after the last line read is lost with the pipe; what was started later may
-        // or may not be committed, so allow up to one more transaction than the last START.
-        started = started.max(ack) + 1;
-        ack = ack.max(j);
+        // Every line it printed before dying is still in the pipe: the exact last START/ACK.
+        progress.drain();
+        let ack = progress.ack.max(j);
+        let started = progress.started.max(ack);
         j = verify(&dir, ack, started);
     }
     println!(
@@ -253,8 +301,10 @@ fn kills_catch_acknowledging_before_the_snapshot() {
     };
     let mut violations = 0;
     for round in 0..5 {
+        // The child commits three transactions and waits: killed then, an honest store has all
+        // three; one that acknowledges before the snapshot has lost the third.
         let before = committed_count(&dir);
-        let mut child = spawn_child_with(&dir, None, true);
+        let mut child = spawn_child_stopping(&dir, None, true, Some(before + 3));
         let (ack, _) = read_progress(&mut child, before + 3);
         child.kill().expect("kill");
         child.wait().expect("wait");
