@@ -19,6 +19,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::segment::{le_u16, le_u32, le_u64};
 
 /// Version of the manifest (and of the database as a whole).
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -89,7 +90,7 @@ impl Manifest {
             return Err(bad("not a butter_db manifest (bad magic)"));
         }
         let body_len = bytes.len() - 4;
-        let stored = read_u32(bytes, body_len).ok_or_else(|| bad("no checksum"))?;
+        let stored = le_u32(bytes, body_len).ok_or_else(|| bad("no checksum"))?;
         let got = crc32fast::hash(&bytes[..body_len]);
         if stored != got {
             return Err(Error::ChecksumMismatch {
@@ -99,7 +100,7 @@ impl Manifest {
                 got,
             });
         }
-        let version = read_u32(bytes, VERSION_OFFSET).ok_or_else(|| bad("no version"))?;
+        let version = le_u32(bytes, VERSION_OFFSET).ok_or_else(|| bad("no version"))?;
         if version != FORMAT_VERSION {
             return Err(Error::UnsupportedFormatVersion {
                 path: path.into(),
@@ -108,25 +109,25 @@ impl Manifest {
             });
         }
         let body = &bytes[..body_len];
-        let table_format = read_u32(body, TABLE_FORMAT_OFFSET).ok_or_else(|| bad("header"))?;
-        let generation = read_u64(body, GENERATION_OFFSET).ok_or_else(|| bad("header"))?;
-        let next_seq = read_u64(body, NEXT_SEQ_OFFSET).ok_or_else(|| bad("header"))?;
-        let count = read_u32(body, TABLE_COUNT_OFFSET).ok_or_else(|| bad("header"))?;
+        let table_format = le_u32(body, TABLE_FORMAT_OFFSET).ok_or_else(|| bad("header"))?;
+        let generation = le_u64(body, GENERATION_OFFSET).ok_or_else(|| bad("header"))?;
+        let next_seq = le_u64(body, NEXT_SEQ_OFFSET).ok_or_else(|| bad("header"))?;
+        let count = le_u32(body, TABLE_COUNT_OFFSET).ok_or_else(|| bad("header"))?;
         let mut at = TABLES_OFFSET;
         let mut tables = Vec::new();
         for _ in 0..count {
             let trunc = || bad("truncated table list");
-            let nlen = read_u16(body, at).ok_or_else(trunc)? as usize;
+            let nlen = le_u16(body, at).ok_or_else(trunc)? as usize;
             let name = body.get(at + 2..at + 2 + nlen).ok_or_else(trunc)?;
             let name = std::str::from_utf8(name).map_err(|_| bad("table name not UTF-8"))?;
             at += 2 + nlen;
-            let nseg = read_u32(body, at).ok_or_else(trunc)?;
+            let nseg = le_u32(body, at).ok_or_else(trunc)?;
             at += 4;
             let mut segments = Vec::new();
             for _ in 0..nseg {
-                let seq = read_u64(body, at).ok_or_else(trunc)?;
-                let file_len = read_u64(body, at + 8).ok_or_else(trunc)?;
-                let entries = read_u64(body, at + 16).ok_or_else(trunc)?;
+                let seq = le_u64(body, at).ok_or_else(trunc)?;
+                let file_len = le_u64(body, at + 8).ok_or_else(trunc)?;
+                let entries = le_u64(body, at + 16).ok_or_else(trunc)?;
                 if seq >= next_seq {
                     return Err(bad("segment number beyond the next sequence number"));
                 }
@@ -152,16 +153,6 @@ impl Manifest {
             tables,
         })
     }
-}
-
-fn read_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn read_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn read_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -70,13 +70,14 @@ pub(crate) fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
+/// Little-endian integers at a byte offset; `None` past the end (shared with the manifest).
+pub(crate) fn le_u16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
-fn le_u32(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn le_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
-fn le_u64(b: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
