@@ -130,6 +130,22 @@ pub struct BackendConfig {
 }
 
 impl BackendConfig {
+    /// `max_db_size_mbs` in bytes (LMDB's map size, MDBX's upper geometry).
+    ///
+    /// # Errors
+    /// [`Error::Other`] if it does not fit in the address space.
+    pub fn max_db_size_bytes(&self) -> Result<usize, Error> {
+        self.max_db_size_mbs
+            .checked_mul(1 << 20)
+            .filter(|&bytes| isize::try_from(bytes).is_ok())
+            .ok_or_else(|| {
+                Error::Other(format!(
+                    "max_db_size_mbs = {} MiB does not fit in the address space",
+                    self.max_db_size_mbs
+                ))
+            })
+    }
+
     /// A durable configuration with Lighthouse's default size cap.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {

@@ -98,12 +98,7 @@ impl backend::Environment for Environment {
     type RwTransaction<'env> = RwTransaction<'env>;
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
-        let map_size = config.max_db_size_mbs.checked_mul(1 << 20).ok_or_else(|| {
-            Error::Other(format!(
-                "max_db_size_mbs = {} MiB does not fit in the address space",
-                config.max_db_size_mbs
-            ))
-        })?;
+        let map_size = config.max_db_size_bytes()?;
         let max_dbs = c_uint::try_from(MAX_NUM_DBS)
             .map_err(|_| Error::Other("MAX_NUM_DBS does not fit in a C unsigned int".into()))?;
         let env = lmdb::Environment::new()

@@ -102,16 +102,8 @@ impl backend::Environment for Environment {
     type RwTransaction<'env> = RwTransaction<'env>;
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
-        let max_size = config
-            .max_db_size_mbs
-            .checked_mul(1 << 20)
-            .and_then(|bytes| isize::try_from(bytes).ok())
-            .ok_or_else(|| {
-                Error::Other(format!(
-                    "max_db_size_mbs = {} MiB does not fit in the address space",
-                    config.max_db_size_mbs
-                ))
-            })?;
+        // Fits in an isize: `max_db_size_bytes` checks it.
+        let max_size = isize::try_from(config.max_db_size_bytes()?).unwrap_or(isize::MAX);
         let options = libmdbx::DatabaseOptions {
             permissions: Some(FILE_MODE),
             max_tables: Some(MAX_NUM_DBS as u64),
