@@ -67,8 +67,10 @@ fn raw_bytes_into(cells: &[u16], raw: &mut Vec<u8>) {
     raw.clear();
     raw.reserve(8 + 2 * cells.len());
     raw.extend_from_slice(&(cells.len() as u64).to_le_bytes());
-    for c in cells {
-        raw.extend_from_slice(&c.to_le_bytes());
+    // Sized once, then filled pair by pair: the loop compiles to vector stores.
+    raw.resize(8 + 2 * cells.len(), 0);
+    for (dst, c) in raw[8..].chunks_exact_mut(2).zip(cells) {
+        dst.copy_from_slice(&c.to_le_bytes());
     }
 }
 
@@ -79,7 +81,7 @@ fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
         .get(..8)
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)
-        .ok_or(Error::corrupted("tile", "shorter than its cell count"))?;
+        .ok_or_else(|| Error::corrupted("tile", "shorter than its cell count"))?;
     if count > expected as u64 {
         return Err(Error::corrupted("tile", "cell count larger than C·K"));
     }
@@ -90,13 +92,15 @@ fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
             found: count,
         });
     }
+    // The error values are built only on failure: this runs for every tile read.
     let cells = raw
         .get(8..8 + 2 * count)
-        .ok_or(Error::corrupted("tile", "truncated cells"))?;
-    Ok(cells
-        .chunks_exact(2)
-        .map(|b| u16::from_le_bytes([b[0], b[1]]))
-        .collect())
+        .ok_or_else(|| Error::corrupted("tile", "truncated cells"))?;
+    let mut data = vec![0u16; count];
+    for (d, b) in data.iter_mut().zip(cells.chunks_exact(2)) {
+        *d = u16::from_le_bytes([b[0], b[1]]);
+    }
+    Ok(data)
 }
 
 impl Chunk {
@@ -136,20 +140,21 @@ impl Chunk {
     }
 
     fn cell(&self, index: usize) -> Result<u16, Error> {
-        self.data
-            .get(index)
-            .copied()
-            .ok_or(Error::ChunkIndexOutOfBounds {
+        match self.data.get(index) {
+            Some(&cell) => Ok(cell),
+            None => Err(Error::ChunkIndexOutOfBounds {
                 index,
                 len: self.data.len(),
-            })
+            }),
+        }
     }
 
     fn cell_mut(&mut self, index: usize) -> Result<&mut u16, Error> {
         let len = self.data.len();
-        self.data
-            .get_mut(index)
-            .ok_or(Error::ChunkIndexOutOfBounds { index, len })
+        match self.data.get_mut(index) {
+            Some(cell) => Ok(cell),
+            None => Err(Error::ChunkIndexOutOfBounds { index, len }),
+        }
     }
 
     /// The raw distance stored for `(validator, epoch)`.
@@ -359,20 +364,18 @@ impl<T: RwTransaction> Pass<'_, T> {
 
     /// The tile at `chunk_index`, loading it (or a neutral one) the first time.
     fn chunk(&mut self, chunk_index: usize) -> Result<&mut Chunk, Error> {
-        if !self.updated.contains_key(&chunk_index) {
-            let key = chunk_key(self.config.disk_key(self.vci, chunk_index)?);
-            let chunk = match self.txn.get(self.db(), &key)? {
-                Some(bytes) => self.codec.decode(&bytes, self.config)?,
-                None => Chunk::neutral(self.kind, self.config),
-            };
-            self.updated.insert(chunk_index, chunk);
+        let db = self.db();
+        match self.updated.entry(chunk_index) {
+            std::collections::btree_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let key = chunk_key(self.config.disk_key(self.vci, chunk_index)?);
+                let chunk = match self.txn.get(db, &key)? {
+                    Some(bytes) => self.codec.decode(&bytes, self.config)?,
+                    None => Chunk::neutral(self.kind, self.config),
+                };
+                Ok(e.insert(chunk))
+            }
         }
-        self.updated
-            .get_mut(&chunk_index)
-            .ok_or(Error::ChunkIndexOutOfBounds {
-                index: chunk_index,
-                len: 0,
-            })
     }
 
     /// Reset cells `prev..=current` of every validator of the chunk that has a
