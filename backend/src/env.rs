@@ -538,6 +538,7 @@ impl Env {
             segments: vec![],
         }));
         let mut retired: Vec<Arc<Segment>> = Vec::new();
+        let mut written: Vec<PathBuf> = Vec::new();
 
         // Step 1 (table format Sqlite): apply each memtable to its table's file in live/.
         if self.table_format == TableFormat::Sqlite {
@@ -577,8 +578,9 @@ impl Env {
             let (bytes, blocks) = builder.finish();
             let path = self.live.join(segment::file_name(seq));
             self.fs
-                .write_new_file(&path, &bytes)
+                .write_new_file_nowait(&path, &bytes)
                 .map_err(|e| Error::io("write", &path, e))?;
+            written.push(path.clone());
             info.segments_written += 1;
             info.bytes_written += bytes.len() as u64;
             for (i, b) in blocks.into_iter().enumerate() {
@@ -586,6 +588,13 @@ impl Env {
             }
             let seg = Segment::open(path, seq, bytes.len() as u64, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
+        }
+        // Step 1b: wait for the new segments' write-back (started as each was written), so a
+        // write error fails this commit instead of vanishing inside the snapshot.
+        for path in &written {
+            self.fs
+                .write_back(path)
+                .map_err(|e| Error::io("write back", path, e))?;
         }
         fail_point("commit::after_segments");
 

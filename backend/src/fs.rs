@@ -28,8 +28,15 @@ pub trait Fs: Send + Sync + Debug {
     /// writes back dirty data too, but does not fail when that write-back does). No fsync.
     fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()>;
 
-    /// Write back a file changed through another descriptor (SQLite's), reporting write
-    /// errors, as `write_new_file` does for its own files.
+    /// Create a new file (fails if it exists) holding exactly `data` and start writing it back
+    /// to the device without waiting, so the device works while the caller goes on. Write
+    /// errors are reported by a later [`Fs::write_back`] of the same path, which the caller
+    /// must make before relying on the file.
+    fn write_new_file_nowait(&self, path: &Path, data: &[u8]) -> io::Result<()>;
+
+    /// Write back a file changed through another descriptor (SQLite's) or created by
+    /// [`Fs::write_new_file_nowait`], waiting for it and reporting write errors, as
+    /// `write_new_file` does for its own files.
     fn write_back(&self, path: &Path) -> io::Result<()>;
 
     /// Rename a file, replacing the destination.
@@ -53,6 +60,10 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 
 use crate::sys;
+
+/// How much of a new file [`BtrfsFs::write_new_file_nowait`] copies before starting its
+/// write-back.
+const WRITE_BACK_PIECE: usize = 4 << 20;
 
 /// How [`BtrfsFs::delete_subvolume_reporting`] removed a subvolume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -289,6 +300,19 @@ impl Fs for BtrfsFs {
         sys::write_back(file.as_fd())
     }
 
+    fn write_new_file_nowait(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        // Written in pieces, each handed to the device at once: a large segment is on its way
+        // to the disk while the rest of it (and the next segments) are still being copied.
+        let mut offset = 0u64;
+        for piece in data.chunks(WRITE_BACK_PIECE) {
+            file.write_all(piece)?;
+            sys::start_write_back(file.as_fd(), offset, piece.len() as u64)?;
+            offset += piece.len() as u64;
+        }
+        Ok(())
+    }
+
     fn write_back(&self, path: &Path) -> io::Result<()> {
         sys::write_back(File::open(path)?.as_fd())
     }
@@ -432,6 +456,12 @@ impl Fs for FaultyFs {
 
     fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
         self.run("write_new_file", || self.inner.write_new_file(path, data))
+    }
+
+    fn write_new_file_nowait(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        self.run("write_new_file_nowait", || {
+            self.inner.write_new_file_nowait(path, data)
+        })
     }
 
     fn write_back(&self, path: &Path) -> io::Result<()> {

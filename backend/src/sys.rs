@@ -316,6 +316,23 @@ pub fn write_back(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// `sync_file_range(WRITE)` over `len` bytes from `offset`: starts write-back of those dirty
+/// pages and returns without waiting. Errors of the write-back itself are reported later, by
+/// [`write_back`] on any descriptor of the file.
+pub fn start_write_back(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    let offset = libc::off64_t::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let len = libc::off64_t::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: `fd` is open for the whole call (borrowed); the range is plain integers checked to
+    // fit in `off64_t`; no memory is passed to the kernel.
+    let r =
+        unsafe { libc::sync_file_range(fd.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `BTRFS_IOC_START_SYNC`: starts committing the current transaction without waiting, and
 /// returns its id for [`wait_sync`].
 pub fn start_sync(fd: BorrowedFd<'_>) -> io::Result<u64> {
