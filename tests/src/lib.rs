@@ -1,6 +1,7 @@
 //! Shared helpers for the reliability tiers (spec/reliability.md): the workload oracle, child
 //! processes, loop devices and mounts, and the FUSE lazy disk that simulates power loss.
 
+pub mod adapter_workload;
 pub mod blockdev;
 pub mod harness;
 pub mod lazy_disk;

@@ -1,20 +1,29 @@
 //! One power-loss cycle (spec/reliability.md §2.1): a fresh btrfs image behind the lazy disk,
 //! a workload child committing numbered transactions, power cut at the K-th flush, then the
 //! durable image is mounted on its own and checked: the oracle, one more transaction, and
-//! `btrfs check --readonly`.
+//! `btrfs check --readonly`. The store is butter_db, or an adapter backend (LMDB, MDBX, redb)
+//! when the child's environment names one in `CHILD_BACKEND`; the filesystem below is btrfs
+//! either way.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use butter_db::Env;
+use slasher_adapters::DatabaseBackend;
 
+use crate::adapter_workload::{self, CHILD_BACKEND};
 use crate::blockdev::{btrfs_check, make_btrfs_image, LoopDev, Mount};
 use crate::harness::{image_parent, Progress, WorkloadChild};
 use crate::lazy_disk::{CutMode, IoKind, LazyDisk};
 use crate::workload::{butter_apply, butter_state, Workload};
 
-/// Size of each cycle's btrfs image.
+/// Size of each cycle's btrfs image for butter_db.
 pub const IMAGE_BYTES: u64 = 256 << 20;
+/// Size of each cycle's btrfs image for the adapter backends: MDBX grows its file in steps of
+/// 256 MiB (the adapter's growth step, as in Lighthouse) and `fallocate`s each step, which a
+/// 256 MiB filesystem cannot hold (`ENOSPC` at the third commit). The space is reserved, not
+/// written, so the lazy disk sees only metadata for it.
+pub const ADAPTER_IMAGE_BYTES: u64 = 1 << 30;
 /// The database directory inside the filesystem under test.
 pub const DB_DIR: &str = "db";
 const CHILD_LIMIT: Duration = Duration::from_secs(120);
@@ -39,6 +48,31 @@ pub struct ChildSpec {
     pub entry: &'static str,
     /// Environment for it; `CHILD_DB` (the database path) is added.
     pub envs: Vec<(&'static str, String)>,
+}
+
+/// Which store a cycle's child writes and the verifier reopens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// butter_db, opened with `Env::open_path`.
+    Butter,
+    /// A slasher adapter backend (see [`adapter_workload`]).
+    Adapter(DatabaseBackend),
+}
+
+impl ChildSpec {
+    /// The store its child writes: the backend its `CHILD_BACKEND` names, else butter_db.
+    ///
+    /// # Panics
+    /// If `CHILD_BACKEND` names no backend.
+    pub fn store(&self) -> Store {
+        match self.envs.iter().find(|(k, _)| *k == CHILD_BACKEND) {
+            None => Store::Butter,
+            Some((_, name)) => Store::Adapter(
+                name.parse()
+                    .unwrap_or_else(|e| panic!("CHILD_BACKEND={name}: {e}")),
+            ),
+        }
+    }
 }
 
 /// What one cycle saw.
@@ -66,7 +100,11 @@ pub fn cycle(scratch: &Path, wl: &Workload, child: &ChildSpec, fault: Fault) -> 
         std::process::id(),
         rand::random::<u32>()
     ));
-    make_btrfs_image(&img, IMAGE_BYTES);
+    let bytes = match child.store() {
+        Store::Butter => IMAGE_BYTES,
+        Store::Adapter(_) => ADAPTER_IMAGE_BYTES,
+    };
+    make_btrfs_image(&img, bytes);
     let report = cycle_on(scratch, &img, wl, child, fault);
     let _ = std::fs::remove_file(&img);
     report
@@ -122,7 +160,7 @@ fn cycle_on(
         }
         (c.fsyncs - c0.fsyncs, c.writes - c0.writes, progress, c.dead)
     };
-    let verdict = verify_image(img, &mnt, wl, &progress);
+    let verdict = verify_image(img, &mnt, wl, &progress, child.store());
     CycleReport {
         fsyncs,
         writes,
@@ -132,31 +170,24 @@ fn cycle_on(
     }
 }
 
-/// Mounts the durable image alone and applies the oracle; then one more transaction, unmount
-/// and `btrfs check --readonly`.
+/// Mounts the durable image alone, reopens `store` in it and applies the oracle; then one
+/// more transaction, unmount and `btrfs check --readonly`.
 pub fn verify_image(
     img: &Path,
     mnt: &Path,
     wl: &Workload,
     progress: &Progress,
+    store: Store,
 ) -> Result<u64, String> {
     let lo = LoopDev::attach(img);
     let m = Mount::btrfs(&lo.dev, mnt).map_err(|e| format!("durable image does not mount: {e}"))?;
     let db: PathBuf = mnt.join(DB_DIR);
-    let verdict = (|| {
-        let env = Env::open_path(&db).map_err(|e| format!("reopen: {e}"))?;
-        let state = butter_state(&env).map_err(|e| format!("read after reopen: {e}"))?;
-        let j = wl.check(&state, progress.acked, progress.started)?;
-        if j < wl.len() {
-            butter_apply(&env, wl.txn(j + 1))
-                .map_err(|e| format!("commit {} after recovery: {e}", j + 1))?;
-            let state = butter_state(&env).map_err(|e| format!("read: {e}"))?;
-            if &state != wl.model(j + 1) {
-                return Err(format!("state after the extra commit {} is wrong", j + 1));
-            }
+    let verdict = match store {
+        Store::Butter => verify_butter(&db, wl, progress),
+        Store::Adapter(backend) => {
+            adapter_workload::verify_recovered(backend, &db, wl, progress.acked, progress.started)
         }
-        Ok(j)
-    })();
+    };
     m.unmount()?;
     let checked = btrfs_check(&lo.dev);
     lo.detach()?;
@@ -165,6 +196,22 @@ pub fn verify_image(
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(e),
     }
+}
+
+/// The oracle on a reopened butter_db environment, then one more transaction.
+fn verify_butter(db: &Path, wl: &Workload, progress: &Progress) -> Result<u64, String> {
+    let env = Env::open_path(db).map_err(|e| format!("reopen: {e}"))?;
+    let state = butter_state(&env).map_err(|e| format!("read after reopen: {e}"))?;
+    let j = wl.check(&state, progress.acked, progress.started)?;
+    if j < wl.len() {
+        butter_apply(&env, wl.txn(j + 1))
+            .map_err(|e| format!("commit {} after recovery: {e}", j + 1))?;
+        let state = butter_state(&env).map_err(|e| format!("read: {e}"))?;
+        if &state != wl.model(j + 1) {
+            return Err(format!("state after the extra commit {} is wrong", j + 1));
+        }
+    }
+    Ok(j)
 }
 
 /// The body of a workload child: opens `CHILD_DB` and commits transactions 1..=`CHILD_TXNS`

@@ -7,6 +7,7 @@
 //! `last acknowledged <= j <= last started`.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use butter_db::{CommitInfo, Env, TableHandle};
 use rand::{Rng, SeedableRng};
@@ -45,12 +46,17 @@ pub struct Txn {
 }
 
 /// A seeded sequence of transactions and the model state after each prefix.
+///
+/// The models are computed on first use and kept: a copy of the state per prefix costs about
+/// half a MiB each once the tables have filled, too much for the kill tiers' hundreds of
+/// transactions, which only ever ask for a few dozen of them.
 #[derive(Debug, Clone)]
 pub struct Workload {
     /// The seed it was generated from.
     pub seed: u64,
     txns: Vec<Txn>,
-    models: Vec<Model>,
+    /// `models[j]`: the state after exactly `j` transactions, once someone asked for it.
+    models: Vec<OnceLock<Model>>,
 }
 
 fn marker_value(j: u64) -> Vec<u8> {
@@ -103,21 +109,7 @@ impl Workload {
                 ops,
             });
         }
-        let mut models = vec![Model::new()];
-        let mut state = Model::new();
-        for t in &txns {
-            for c in &t.creates {
-                state.entry((*c).to_string()).or_default();
-            }
-            for op in &t.ops {
-                let table = state.entry(op.table.to_string()).or_default();
-                match &op.value {
-                    Some(v) => table.insert(op.key.clone(), v.clone()),
-                    None => table.remove(&op.key),
-                };
-            }
-            models.push(state.clone());
-        }
+        let models = (0..=txns.len()).map(|_| OnceLock::new()).collect();
         Workload { seed, txns, models }
     }
 
@@ -145,9 +137,24 @@ impl Workload {
     /// # Panics
     /// If `j` is past the end.
     pub fn model(&self, j: u64) -> &Model {
+        let j = usize::try_from(j).expect("small");
         self.models
-            .get(usize::try_from(j).expect("small"))
+            .get(j)
             .expect("j in range")
+            .get_or_init(|| self.replay_to(j))
+    }
+
+    /// The state after `j` transactions, replayed from the nearest smaller model already
+    /// computed (or from the empty state).
+    fn replay_to(&self, j: usize) -> Model {
+        let (from, mut state) = (0..j)
+            .rev()
+            .find_map(|i| self.models[i].get().map(|m| (i, m.clone())))
+            .unwrap_or_default();
+        for t in &self.txns[from..j] {
+            apply_to_model(&mut state, t);
+        }
+        state
     }
 
     /// The oracle: `state` must be `model(j)` for the `j` its marker names, with
@@ -172,6 +179,20 @@ impl Workload {
             ));
         }
         Ok(j)
+    }
+}
+
+/// Applies transaction `t` to a model state: creates its tables, then its writes in order.
+pub fn apply_to_model(state: &mut Model, t: &Txn) {
+    for c in &t.creates {
+        state.entry((*c).to_string()).or_default();
+    }
+    for op in &t.ops {
+        let table = state.entry(op.table.to_string()).or_default();
+        match &op.value {
+            Some(v) => table.insert(op.key.clone(), v.clone()),
+            None => table.remove(&op.key),
+        };
     }
 }
 
