@@ -86,9 +86,33 @@ pub(crate) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
 pub(crate) struct Block {
     data: Box<[u8]>,
     offsets: Box<[u32]>,
+    /// Each key's first 8 bytes, zero-padded, as a big-endian integer ([`key_prefix`]): the
+    /// binary search compares these, in one compact array, and reads a key from `data` only
+    /// when two prefixes are equal (for the slasher's 8-byte keys, only on a hit).
+    prefixes: Box<[u64]>,
+}
+
+/// The first 8 bytes of `key`, zero-padded, as a big-endian integer. If two keys' prefixes
+/// differ, they order as the prefixes do (a shorter key's padding byte is 0, the least byte,
+/// and a key that is a prefix of another sorts first); equal prefixes need a full compare.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = key.len().min(8);
+    w[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(w)
 }
 
 impl Block {
+    fn new(data: Box<[u8]>, offsets: Box<[u32]>) -> Block {
+        let mut block = Block {
+            data,
+            offsets,
+            prefixes: Box::default(),
+        };
+        block.prefixes = (0..block.len()).map(|i| key_prefix(block.key(i))).collect();
+        block
+    }
+
     /// Parse and verify a block read from `path` at `offset`.
     fn decode(data: Vec<u8>, path: &Path, offset: u64) -> Result<Block> {
         let bad = |reason: &str| Error::corrupted(path, format!("block at {offset}: {reason}"));
@@ -131,15 +155,15 @@ impl Block {
         }
         let mut data = data;
         data.truncate(offsets_start);
-        Ok(Block {
-            data: data.into_boxed_slice(),
-            offsets: offsets.into_boxed_slice(),
-        })
+        Ok(Block::new(
+            data.into_boxed_slice(),
+            offsets.into_boxed_slice(),
+        ))
     }
 
     /// Bytes held in memory (for the cache's accounting).
     pub(crate) fn weight(&self) -> usize {
-        self.data.len() + 4 * self.offsets.len() + 64
+        self.data.len() + 12 * self.offsets.len() + 64
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -171,9 +195,14 @@ impl Block {
     /// Index of the first entry with key >= `key` (or > `key` if `!inclusive`).
     pub(crate) fn lower_bound(&self, key: &[u8], inclusive: bool) -> usize {
         let (mut lo, mut hi) = (0usize, self.len());
+        let prefix = key_prefix(key);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let before = match key_cmp(self.key(mid), key) {
+            let ord = match self.prefixes.get(mid).map(|p| p.cmp(&prefix)) {
+                Some(Ordering::Equal) | None => key_cmp(self.key(mid), key),
+                Some(o) => o,
+            };
+            let before = match ord {
                 Ordering::Less => true,
                 Ordering::Equal => !inclusive,
                 Ordering::Greater => false,
@@ -592,10 +621,10 @@ impl SegmentBuilder {
         if let Some(last) = self.index.last_mut() {
             last.1 = len;
         }
-        self.blocks.push(Arc::new(Block {
-            data: block_data,
-            offsets: std::mem::take(&mut self.offsets).into_boxed_slice(),
-        }));
+        self.blocks.push(Arc::new(Block::new(
+            block_data,
+            std::mem::take(&mut self.offsets).into_boxed_slice(),
+        )));
         self.block_start = self.buf.len();
     }
 
@@ -681,6 +710,30 @@ mod tests {
             let (a, b) = (key(&mut rng), key(&mut rng));
             assert_eq!(key_cmp(&a, &b), a.cmp(&b), "{a:?} vs {b:?}");
             assert_eq!(key_cmp(&a, &a), std::cmp::Ordering::Equal);
+        }
+    }
+
+    #[test]
+    fn key_prefix_orders_like_byte_slices_when_it_differs() {
+        let keys: [&[u8]; 10] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"a\0\x01",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+            &[0xff; 9],
+        ];
+        for a in keys {
+            for b in keys {
+                let (pa, pb) = (key_prefix(a), key_prefix(b));
+                if pa != pb {
+                    assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
+                }
+            }
         }
     }
 
