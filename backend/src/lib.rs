@@ -22,6 +22,7 @@ mod env;
 mod error;
 pub mod fs;
 mod manifest;
+mod memkey;
 mod segment;
 mod sqlite;
 mod sys;

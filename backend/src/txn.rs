@@ -10,11 +10,12 @@ use parking_lot::MutexGuard;
 
 use crate::env::{CommitInfo, Env, TableFormat, Version, WriterState};
 use crate::error::{Error, Result};
+use crate::memkey::MemKey;
 use crate::segment::{key_cmp, Segment};
 use crate::sqlite::{self, SqliteTable};
 
 /// A table's uncommitted writes: key → value, or `None` for a deletion.
-pub(crate) type Memtable = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
+pub(crate) type Memtable = BTreeMap<MemKey, Option<Box<[u8]>>>;
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
