@@ -563,10 +563,10 @@ impl Env {
             if mem.is_empty() || self.table_format == TableFormat::Sqlite {
                 continue;
             }
-            let merge = merge_count(mem, &table.segments);
+            let (merge, estimate) = merge_count(mem, &table.segments);
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
-            let mut builder = SegmentBuilder::new();
+            let mut builder = SegmentBuilder::with_capacity(estimate);
             merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
             retired.extend(inputs);
             if builder.entries() == 0 {
@@ -670,8 +670,9 @@ impl Env {
 }
 
 /// How many of the newest segments to merge with a memtable: while the data gathered so far is
-/// at least 1/MERGE_RATIO of the next older segment, or too many segments would remain.
-fn merge_count(mem: &Memtable, segments: &[Arc<Segment>]) -> usize {
+/// at least 1/MERGE_RATIO of the next older segment, or too many segments would remain. Also
+/// returns the bytes gathered (memtable plus merged files), the output's size give or take.
+fn merge_count(mem: &Memtable, segments: &[Arc<Segment>]) -> (usize, u64) {
     let mut acc: u64 = mem
         .iter()
         .map(|(k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len()) + 6) as u64)
@@ -686,7 +687,7 @@ fn merge_count(mem: &Memtable, segments: &[Arc<Segment>]) -> usize {
             break;
         }
     }
-    n
+    (n, acc)
 }
 
 /// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
@@ -696,6 +697,16 @@ fn merge_into(
     inputs: &[Arc<Segment>],
     drop_tombstones: bool,
 ) -> Result<()> {
+    if inputs.is_empty() {
+        // Only the memtable (a new table, or one whose segments are all larger): its entries
+        // are already in order and unique.
+        for (k, v) in mem {
+            if v.is_some() || !drop_tombstones {
+                builder.add(k, v.as_deref())?;
+            }
+        }
+        return Ok(());
+    }
     let mut mem_it = mem.iter().peekable();
     let mut its: Vec<_> = inputs.iter().map(|s| s.iter()).collect();
     let mut key = Vec::new();

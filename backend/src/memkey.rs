@@ -69,9 +69,29 @@ impl PartialOrd for MemKey {
 }
 
 impl Ord for MemKey {
+    /// Two inline keys compare as their zero-padded bytes, then their lengths: where they
+    /// differ within the shorter key that is the byte order; if the shorter is a prefix of the
+    /// longer, the longer is greater either at its first nonzero extra byte or, if its extra
+    /// bytes are all zero, by length. The first 8 bytes are compared as one big-endian
+    /// integer, which settles nearly every comparison of the slasher's 8-byte keys.
+    #[inline]
     fn cmp(&self, other: &MemKey) -> Ordering {
-        key_cmp(self, other)
+        match (self, other) {
+            (MemKey::Inline { len: la, bytes: a }, MemKey::Inline { len: lb, bytes: b }) => head(a)
+                .cmp(&head(b))
+                .then_with(|| a[8..].cmp(&b[8..]))
+                .then(la.cmp(lb)),
+            _ => key_cmp(self, other),
+        }
     }
+}
+
+/// The first 8 bytes of an inline key as a big-endian integer.
+#[inline]
+fn head(bytes: &[u8; INLINE]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&bytes[..8]);
+    u64::from_be_bytes(w)
 }
 
 impl std::fmt::Debug for MemKey {
@@ -109,5 +129,37 @@ mod tests {
             assert_eq!(map.get(k.as_slice()), Some(&i));
         }
         assert_eq!(map.get([9u8, 9].as_slice()), None);
+    }
+
+    #[test]
+    fn compares_like_byte_slices_across_lengths_and_zero_bytes() {
+        // Every key of length 0..=10 over the bytes {0, 1, 255} up to length 3, then padded
+        // variants: prefixes, trailing zeros, and the inline/boxed boundary.
+        let mut keys: Vec<Vec<u8>> = vec![vec![]];
+        for len in 1..=3 {
+            let mut next = Vec::new();
+            for k in keys.iter().filter(|k| k.len() == len - 1) {
+                for b in [0u8, 1, 255] {
+                    let mut k = k.clone();
+                    k.push(b);
+                    next.push(k);
+                }
+            }
+            keys.extend(next);
+        }
+        for base in [vec![7u8; 8], vec![7u8; 21], vec![7u8; 22], vec![7u8; 23]] {
+            for tail in [vec![], vec![0], vec![0, 0], vec![1], vec![0, 255]] {
+                let mut k = base.clone();
+                k.extend(&tail);
+                keys.push(k);
+            }
+        }
+        for a in &keys {
+            for b in &keys {
+                let (ma, mb) = (MemKey::from(a.as_slice()), MemKey::from(b.as_slice()));
+                assert_eq!(ma.cmp(&mb), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(ma == mb, a == b);
+            }
+        }
     }
 }

@@ -568,8 +568,14 @@ pub(crate) struct SegmentBuilder {
 }
 
 impl SegmentBuilder {
-    pub(crate) fn new() -> Self {
-        Self::default()
+    /// A builder whose buffer starts with room for `bytes` (the expected file size, so the
+    /// buffer is not copied as it grows; capped at 1 GiB).
+    pub(crate) fn with_capacity(bytes: u64) -> Self {
+        let cap = usize::try_from(bytes.min(1 << 30)).unwrap_or(0) + 4096;
+        SegmentBuilder {
+            buf: Vec::with_capacity(cap),
+            ..Self::default()
+        }
     }
 
     pub(crate) fn entries(&self) -> u64 {
@@ -662,7 +668,7 @@ mod tests {
     use super::*;
 
     fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
-        let mut b = SegmentBuilder::new();
+        let mut b = SegmentBuilder::default();
         for (k, v) in entries {
             b.add(k, v.as_deref()).unwrap();
         }
