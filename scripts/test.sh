@@ -309,6 +309,19 @@ select_packages() {
     done
 }
 
+# keep_tier_lines COMMAND...: run it, its output shown as usual and also copied to $WORK, so
+# print_tier_summary can list the tier lines; the command's exit status is returned.
+keep_tier_lines() {
+    "$@" 2>&1 | tee -a "$WORK/test-output.log"
+    return "${PIPESTATUS[0]}"
+}
+
+print_tier_summary() {
+    [[ -n $WORK && -f $WORK/test-output.log ]] || return 0
+    log "reliability tiers (one line each, from the test output):"
+    grep -oE 'tier [a-z].*' "$WORK/test-output.log" | sed 's/^/    /' || true
+}
+
 cargo_steps() {
     local b
     cargo_phase "cargo fmt --check" cargo fmt "${PKG_ARGS[@]/--workspace/--all}" -- --check
@@ -322,7 +335,10 @@ cargo_steps() {
         done
     fi
     cargo_phase "cargo test ${PKG_ARGS[*]} --no-run (build)" cargo test "${PKG_ARGS[@]}" --no-run
-    cargo_phase "cargo test ${PKG_ARGS[*]} (all backends)" cargo test "${PKG_ARGS[@]}"
+    # --show-output: the reliability tiers print one summary line each ("tier …: N fault
+    # points, V violations, T s"); they are collected and repeated at the end of the run.
+    cargo_phase "cargo test ${PKG_ARGS[*]} (all backends)" \
+        keep_tier_lines cargo test "${PKG_ARGS[@]}" -- --show-output
     if $ADAPTERS_SELECTED; then
         for b in "${BACKENDS[@]}"; do
             cargo_phase "cargo test -p slasher-adapters --features $b,test-utils" \
@@ -349,6 +365,7 @@ if $RUN_CARGO; then
 else
     log "BUTTER_TEST_ONLY=none: no cargo step"
 fi
+print_tier_summary
 if ((${#FAILED_PHASES[@]})); then
     printf '[test.sh] failed: %s\n' "${FAILED_PHASES[@]}" >&2
     exit 1
