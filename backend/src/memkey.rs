@@ -8,7 +8,7 @@ use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::ops::Deref;
 
-use crate::segment::key_cmp;
+use crate::segment::{key_cmp, key_prefix};
 
 /// Longest key stored inline.
 const INLINE: usize = 22;
@@ -77,21 +77,15 @@ impl Ord for MemKey {
     #[inline]
     fn cmp(&self, other: &MemKey) -> Ordering {
         match (self, other) {
-            (MemKey::Inline { len: la, bytes: a }, MemKey::Inline { len: lb, bytes: b }) => head(a)
-                .cmp(&head(b))
-                .then_with(|| a[8..].cmp(&b[8..]))
-                .then(la.cmp(lb)),
+            (MemKey::Inline { len: la, bytes: a }, MemKey::Inline { len: lb, bytes: b }) => {
+                key_prefix(a)
+                    .cmp(&key_prefix(b))
+                    .then_with(|| a[8..].cmp(&b[8..]))
+                    .then(la.cmp(lb))
+            }
             _ => key_cmp(self, other),
         }
     }
-}
-
-/// The first 8 bytes of an inline key as a big-endian integer.
-#[inline]
-fn head(bytes: &[u8; INLINE]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&bytes[..8]);
-    u64::from_be_bytes(w)
 }
 
 impl std::fmt::Debug for MemKey {

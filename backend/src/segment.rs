@@ -95,7 +95,7 @@ pub(crate) struct Block {
 /// The first 8 bytes of `key`, zero-padded, as a big-endian integer. If two keys' prefixes
 /// differ, they order as the prefixes do (a shorter key's padding byte is 0, the least byte,
 /// and a key that is a prefix of another sorts first); equal prefixes need a full compare.
-fn key_prefix(key: &[u8]) -> u64 {
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
     let mut w = [0u8; 8];
     let n = key.len().min(8);
     w[..n].copy_from_slice(&key[..n]);
