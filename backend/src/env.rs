@@ -675,7 +675,7 @@ impl Env {
 fn merge_count(mem: &Memtable, segments: &[Arc<Segment>]) -> (usize, u64) {
     let mut acc: u64 = mem
         .iter()
-        .map(|(k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len()) + 6) as u64)
+        .map(|(k, v)| (k.len() + v.map_or(0, <[u8]>::len) + 6) as u64)
         .sum();
     let mut n = 0;
     for s in segments {
@@ -702,7 +702,7 @@ fn merge_into(
         // are already in order and unique.
         for (k, v) in mem {
             if v.is_some() || !drop_tombstones {
-                builder.add(k, v.as_deref())?;
+                builder.add(k, v)?;
             }
         }
         return Ok(());
@@ -732,7 +732,7 @@ fn merge_into(
         if w == 0 {
             if let Some((_, v)) = mem_it.next() {
                 if v.is_some() || !drop_tombstones {
-                    builder.add(&key, v.as_deref())?;
+                    builder.add(&key, v)?;
                 }
             }
         }

@@ -23,6 +23,7 @@ mod error;
 pub mod fs;
 mod manifest;
 mod memkey;
+mod memtable;
 mod segment;
 mod sqlite;
 mod sys;

@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -10,12 +9,9 @@ use parking_lot::MutexGuard;
 
 use crate::env::{CommitInfo, Env, TableFormat, Version, WriterState};
 use crate::error::{Error, Result};
-use crate::memkey::MemKey;
-use crate::segment::{key_cmp, Segment};
+pub(crate) use crate::memtable::Memtable;
+use crate::segment::Segment;
 use crate::sqlite::{self, SqliteTable};
-
-/// A table's uncommitted writes: key → value, or `None` for a deletion.
-pub(crate) type Memtable = BTreeMap<MemKey, Option<Box<[u8]>>>;
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,20 +51,9 @@ impl<'a> TableView<'a> {
         }
     }
 
-    /// The memtable's entry for `key`: `Some(None)` is a deletion. Keys outside the memtable's
-    /// range are rejected with one comparison against each end (walking a B-tree's edge needs
-    /// none); the slasher's writes ascend, so most of its reads fall past the last key.
+    /// The memtable's entry for `key`: `Some(None)` is a deletion.
     fn mem_get(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
-        let mem = self.mem?;
-        let (last, _) = mem.last_key_value()?;
-        if key_cmp(key, last).is_gt() {
-            return None;
-        }
-        let (first, _) = mem.first_key_value()?;
-        if key_cmp(key, first).is_lt() {
-            return None;
-        }
-        mem.get(key).map(|v| v.as_deref())
+        self.mem?.get(key)
     }
 
     fn contains(&self, key: &[u8]) -> Result<bool> {
@@ -104,7 +89,7 @@ impl<'a> TableView<'a> {
                     Some(k) if incl => Bound::Included(k.as_slice()),
                     Some(k) => Bound::Excluded(k.as_slice()),
                 };
-                if let Some((k, _)) = mem.range::<[u8], _>((lower, Bound::Unbounded)).next() {
+                if let Some(k) = mem.first_from(lower) {
                     consider(k);
                 }
             }
@@ -144,11 +129,7 @@ impl<'a> TableView<'a> {
                 }
             };
             if let Some(mem) = self.mem {
-                let upper = match &cur {
-                    None => Bound::Unbounded,
-                    Some(k) => Bound::Excluded(k.as_slice()),
-                };
-                if let Some((k, _)) = mem.range::<[u8], _>((Bound::Unbounded, upper)).next_back() {
+                if let Some(k) = mem.last_before(cur.as_deref()) {
                     consider(k);
                 }
             }
@@ -270,7 +251,7 @@ impl<'env> WriteTxn<'env> {
             return Err(Error::KeyTooLong(key.len()));
         }
         if let Some(m) = self.memtables.get_mut(i) {
-            m.insert(key.into(), Some(value.into()));
+            m.insert(key, Some(value.into()));
         }
         Ok(())
     }
@@ -285,7 +266,7 @@ impl<'env> WriteTxn<'env> {
         let needs_tombstone = !view.segments.is_empty() || view.sqlite.is_some();
         if let Some(m) = self.memtables.get_mut(i) {
             if needs_tombstone {
-                m.insert(key.into(), None);
+                m.insert(key, None);
             } else {
                 m.remove(key);
             }

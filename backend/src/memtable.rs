@@ -1,0 +1,308 @@
+//! A write transaction's uncommitted writes to one table.
+//!
+//! Most of the slasher's writes arrive in ascending key order within a transaction (validator
+//! chunks are processed in order, and each chunk's tiles and `current_epochs` entries in key
+//! order). A B-tree pays a search from the root for every one of them. Here a key greater than
+//! every key written so far is appended to a sorted vector instead, and only keys that arrive
+//! out of order go to a B-tree beside it. The two hold disjoint keys; lookups try both, and
+//! ordered walks merge them.
+
+use std::collections::btree_map;
+use std::collections::BTreeMap;
+use std::iter::Peekable;
+use std::ops::Bound;
+
+use crate::memkey::MemKey;
+use crate::segment::key_cmp;
+
+/// A value, or `None` for a deletion.
+pub(crate) type Value = Option<Box<[u8]>>;
+
+/// Key → value or deletion, ordered by key.
+#[derive(Debug, Default)]
+pub(crate) struct Memtable {
+    /// Strictly ascending: the keys that were, when first written, above every key written
+    /// before them.
+    run: Vec<(MemKey, Value)>,
+    /// Every other key; none of them is in `run`.
+    tree: BTreeMap<MemKey, Value>,
+}
+
+impl Memtable {
+    pub(crate) fn new() -> Memtable {
+        Memtable::default()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.run.is_empty() && self.tree.is_empty()
+    }
+
+    /// The position of `key` in the run, or `None`. Keys outside the run's range cost one or
+    /// two comparisons.
+    fn run_position(&self, key: &[u8]) -> Option<usize> {
+        let (first, _) = self.run.first()?;
+        let (last, _) = self.run.last()?;
+        if key_cmp(key, last).is_gt() || key_cmp(key, first).is_lt() {
+            return None;
+        }
+        self.run.binary_search_by(|(k, _)| key_cmp(k, key)).ok()
+    }
+
+    /// The entry for `key`: `Some(None)` is a deletion.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        if let Some(i) = self.run_position(key) {
+            return self.run.get(i).map(|(_, v)| v.as_deref());
+        }
+        // Rejecting keys outside the tree's range walks its edges (no comparisons) and
+        // compares twice; most of the slasher's reads fall past the last key.
+        let (last, _) = self.tree.last_key_value()?;
+        if key_cmp(key, last).is_gt() {
+            return None;
+        }
+        let (first, _) = self.tree.first_key_value()?;
+        if key_cmp(key, first).is_lt() {
+            return None;
+        }
+        self.tree.get(key).map(|v| v.as_deref())
+    }
+
+    /// Insert or overwrite (`None` records a deletion).
+    pub(crate) fn insert(&mut self, key: &[u8], value: Value) {
+        let key = MemKey::from(key);
+        let above_run = self.run.last().is_none_or(|(last, _)| key > *last);
+        if above_run {
+            if self.tree.is_empty() || !self.tree.contains_key(&*key) {
+                self.run.push((key, value));
+            } else {
+                self.tree.insert(key, value);
+            }
+            return;
+        }
+        match self.run.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => {
+                if let Some(slot) = self.run.get_mut(i) {
+                    slot.1 = value;
+                }
+            }
+            Err(_) => {
+                self.tree.insert(key, value);
+            }
+        }
+    }
+
+    /// Forget `key`. Only for tables with nothing below the memtable: a key in the run becomes
+    /// a deletion instead (a vector does not give up a middle element cheaply), which reads,
+    /// walks and commits treat exactly like an absent key when nothing is below it.
+    pub(crate) fn remove(&mut self, key: &[u8]) {
+        match self.run_position(key) {
+            Some(i) => {
+                if let Some(slot) = self.run.get_mut(i) {
+                    slot.1 = None;
+                }
+            }
+            None => {
+                self.tree.remove(key);
+            }
+        }
+    }
+
+    /// The smallest key above `lower`.
+    pub(crate) fn first_from(&self, lower: Bound<&[u8]>) -> Option<&[u8]> {
+        let i = match lower {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => self.run.partition_point(|(x, _)| key_cmp(x, k).is_lt()),
+            Bound::Excluded(k) => self.run.partition_point(|(x, _)| key_cmp(x, k).is_le()),
+        };
+        let a = self.run.get(i).map(|(k, _)| &**k);
+        let b = self
+            .tree
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .next()
+            .map(|(k, _)| &**k);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if key_cmp(a, b).is_le() { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The largest key below `upper` (the last key if `None`).
+    pub(crate) fn last_before(&self, upper: Option<&[u8]>) -> Option<&[u8]> {
+        let i = match upper {
+            None => self.run.len(),
+            Some(k) => self.run.partition_point(|(x, _)| key_cmp(x, k).is_lt()),
+        };
+        let a = i
+            .checked_sub(1)
+            .and_then(|i| self.run.get(i))
+            .map(|(k, _)| &**k);
+        let upper = upper.map_or(Bound::Unbounded, Bound::Excluded);
+        let b = self
+            .tree
+            .range::<[u8], _>((Bound::Unbounded, upper))
+            .next_back()
+            .map(|(k, _)| &**k);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if key_cmp(a, b).is_ge() { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Every entry in key order.
+    pub(crate) fn iter(&self) -> Iter<'_> {
+        Iter {
+            run: self.run.iter().peekable(),
+            tree: self.tree.iter().peekable(),
+        }
+    }
+}
+
+/// The entries of a [`Memtable`] in key order: its run and its tree merged.
+pub(crate) struct Iter<'a> {
+    run: Peekable<std::slice::Iter<'a, (MemKey, Value)>>,
+    tree: Peekable<btree_map::Iter<'a, MemKey, Value>>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let from_run = match (self.run.peek(), self.tree.peek()) {
+            (Some((a, _)), Some((b, _))) => a < *b,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if from_run {
+            self.run.next().map(|(k, v)| (&**k, v.as_deref()))
+        } else {
+            self.tree.next().map(|(k, v)| (&**k, v.as_deref()))
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Memtable {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+    fn check(mem: &Memtable, model: &Model, probes: &[Vec<u8>]) {
+        let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = mem
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+            .collect();
+        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got, want);
+        assert_eq!(mem.is_empty(), model.is_empty());
+        for p in probes {
+            assert_eq!(
+                mem.get(p).map(|v| v.map(<[u8]>::to_vec)),
+                model.get(p).cloned(),
+                "get {p:?}"
+            );
+            let ge = model.range(p.clone()..).next().map(|(k, _)| k.as_slice());
+            assert_eq!(mem.first_from(Bound::Included(p)), ge, "ge {p:?}");
+            let gt = model
+                .range::<Vec<u8>, _>((Bound::Excluded(p), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| k.as_slice());
+            assert_eq!(mem.first_from(Bound::Excluded(p)), gt, "gt {p:?}");
+            let lt = model.range(..p.clone()).next_back().map(|(k, _)| k.as_slice());
+            assert_eq!(mem.last_before(Some(p)), lt, "lt {p:?}");
+        }
+        assert_eq!(
+            mem.first_from(Bound::Unbounded),
+            model.keys().next().map(Vec::as_slice)
+        );
+        assert_eq!(
+            mem.last_before(None),
+            model.keys().next_back().map(Vec::as_slice)
+        );
+    }
+
+    /// Random inserts, overwrites, deletions and removals, mostly ascending with jumps back
+    /// (the slasher's pattern) or uniformly random, against a `BTreeMap` model.
+    #[test]
+    fn behaves_like_an_ordered_map() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for round in 0..60 {
+            let ascending = round % 2 == 0;
+            let mut mem = Memtable::new();
+            let mut model = Model::new();
+            let mut next: u64 = rng.gen_range(0..50);
+            let mut probes = Vec::new();
+            for step in 0..400 {
+                let key: Vec<u8> = if ascending && rng.gen_bool(0.9) {
+                    next += rng.gen_range(0..3);
+                    next.to_be_bytes().to_vec()
+                } else if rng.gen_bool(0.1) {
+                    // Lengths around the inline limit and the empty key.
+                    let len = rng.gen_range(0..30);
+                    (0..len).map(|_| rng.gen_range(0..3u8)).collect()
+                } else {
+                    rng.gen_range(0..next + 60).to_be_bytes().to_vec()
+                };
+                match rng.gen_range(0..10) {
+                    0 => {
+                        mem.remove(&key);
+                        // A removed run key turns into a deletion; the model says the same
+                        // when the key was in the run, otherwise it is gone.
+                        if model.contains_key(&key) {
+                            let in_run = mem.iter().any(|(k, v)| k == key.as_slice() && v.is_none());
+                            if in_run {
+                                model.insert(key.clone(), None);
+                            } else {
+                                model.remove(&key);
+                            }
+                        }
+                    }
+                    1 => {
+                        mem.insert(&key, None);
+                        model.insert(key.clone(), None);
+                    }
+                    _ => {
+                        let v = vec![step as u8; rng.gen_range(0..4)];
+                        mem.insert(&key, Some(v.clone().into()));
+                        model.insert(key.clone(), Some(v));
+                    }
+                }
+                probes.push(key);
+                if step % 50 == 0 {
+                    probes.push(rng.gen_range(0..next + 100).to_be_bytes().to_vec());
+                    check(&mem, &model, &probes);
+                }
+            }
+            probes.push(Vec::new());
+            probes.push(vec![0xff; 9]);
+            check(&mem, &model, &probes);
+        }
+    }
+
+    #[test]
+    fn ascending_writes_stay_in_the_run() {
+        let mut mem = Memtable::new();
+        for i in 0u64..1000 {
+            mem.insert(&i.to_be_bytes(), Some(Box::new([1])));
+        }
+        // Overwrites of run keys stay there too.
+        mem.insert(&5u64.to_be_bytes(), Some(Box::new([2])));
+        assert_eq!(mem.run.len(), 1000);
+        assert!(mem.tree.is_empty());
+        assert_eq!(mem.get(&5u64.to_be_bytes()), Some(Some(&[2u8][..])));
+        // A key between two run keys goes to the tree.
+        mem.insert(&[0, 0, 0, 0, 0, 0, 0, 5, 1], Some(Box::new([3])));
+        assert_eq!(mem.tree.len(), 1);
+        let keys: Vec<&[u8]> = mem.iter().map(|(k, _)| k).take(8).collect();
+        assert_eq!(keys[6], &[0, 0, 0, 0, 0, 0, 0, 5, 1][..]);
+    }
+}
