@@ -216,10 +216,28 @@ impl Block {
         lo
     }
 
-    /// Exact lookup: `Some(i)` if entry `i` has `key`.
-    pub(crate) fn find(&self, key: &[u8]) -> Option<usize> {
+    /// Where `key` is, or would be inserted (as `binary_search`), for a key that is probably
+    /// at entry `expect` (the slasher reads keys in ascending order, so the one after the last
+    /// it read): one or two comparisons when it is there, or when it would be inserted there;
+    /// a binary search otherwise.
+    pub(crate) fn search_from(&self, key: &[u8], expect: usize) -> Result<usize, usize> {
+        if expect < self.len() {
+            match key_cmp(self.key(expect), key) {
+                Ordering::Equal => return Ok(expect),
+                Ordering::Greater
+                    if expect == 0 || key_cmp(self.key(expect - 1), key).is_lt() =>
+                {
+                    return Err(expect)
+                }
+                _ => {}
+            }
+        }
         let i = self.lower_bound(key, true);
-        (i < self.len() && self.key(i) == key).then_some(i)
+        if i < self.len() && self.key(i) == key {
+            Ok(i)
+        } else {
+            Err(i)
+        }
     }
 }
 
@@ -248,7 +266,17 @@ pub(crate) struct Segment {
     /// The block the last point lookup used. The slasher reads keys in ascending runs, so the
     /// next lookup usually lands in the same block and skips the index search and the shared
     /// cache. Guarded by its own mutex (uncontended: one writer thread does the lookups).
-    last_block: Mutex<Option<(usize, Arc<Block>)>>,
+    last_block: Mutex<Option<BlockHint>>,
+}
+
+/// Where the last point lookup in a segment ended.
+#[derive(Debug)]
+struct BlockHint {
+    block: usize,
+    data: Arc<Block>,
+    /// Where the next lookup's key probably is: just after the last key found, or where the
+    /// last missing key would have been.
+    expect: usize,
 }
 
 /// A position inside a segment.
@@ -426,27 +454,31 @@ impl Segment {
         if !self.may_contain(key) {
             return Ok(None);
         }
-        let hinted = self.last_block.lock().as_ref().and_then(|(bi, block)| {
-            let next_first = self.blocks.get(bi + 1).map(|b| &*b.first_key);
+        let hinted = self.last_block.lock().as_ref().and_then(|h| {
+            let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
             let in_block = self
                 .blocks
-                .get(*bi)
+                .get(h.block)
                 .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
                 && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
-            in_block.then(|| block.clone())
+            in_block.then(|| (h.block, h.data.clone(), h.expect))
         });
-        let block = match hinted {
-            Some(block) => block,
+        let (bi, block, expect) = match hinted {
+            Some(hint) => hint,
             None => {
                 let Some(bi) = self.block_for(key) else {
                     return Ok(None);
                 };
-                let block = self.block(bi)?;
-                *self.last_block.lock() = Some((bi, block.clone()));
-                block
+                (bi, self.block(bi)?, 0)
             }
         };
-        Ok(block.find(key).map(|i| (block, i)))
+        let found = block.search_from(key, expect);
+        *self.last_block.lock() = Some(BlockHint {
+            block: bi,
+            data: block.clone(),
+            expect: found.map_or_else(|i| i, |i| i + 1),
+        });
+        Ok(found.ok().map(|i| (block, i)))
     }
 
     /// The first position whose key is >= `key` (> if `!inclusive`); `None` past the end.
@@ -794,6 +826,37 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, entries.len());
+    }
+
+    /// The lookup finger must not change any answer, whatever order the keys come in: present
+    /// and absent keys ascending (the finger's case), descending, and random.
+    #[test]
+    fn lookups_in_any_order_agree_with_the_entries() {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0u32..6000)
+            .filter(|i| i % 3 != 1)
+            .map(|i| (i.to_be_bytes().to_vec(), Some(vec![i as u8; (i % 50) as usize])))
+            .collect();
+        let (bytes, _) = build(&entries);
+        let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
+        let mut probes: Vec<u32> = (0..6100).collect();
+        let mut orders = vec![probes.clone()];
+        probes.reverse();
+        orders.push(probes.clone());
+        probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
+        orders.push(probes);
+        for order in orders {
+            for i in order {
+                let got = seg.lookup(&i.to_be_bytes()).unwrap();
+                let want = (i < 6000 && i % 3 != 1).then(|| vec![i as u8; (i % 50) as usize]);
+                assert_eq!(
+                    got.map(|(b, e)| b.value(e).map(<[u8]>::to_vec)),
+                    want.map(Some),
+                    "key {i}"
+                );
+            }
+        }
     }
 
     #[test]
