@@ -448,37 +448,44 @@ impl Segment {
             && key_cmp(key, &self.max_key).is_le()
     }
 
-    /// Point lookup. `Some(None)` is a tombstone; `None` means the key is not in this segment.
-    /// On a hit, returns the block and entry index so the caller can borrow the value.
-    pub(crate) fn lookup(&self, key: &[u8]) -> Result<Option<(Arc<Block>, usize)>> {
+    /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand;
+    /// `None` means the key is not in this segment.
+    pub(crate) fn get_with<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<Option<R>> {
         if !self.may_contain(key) {
             return Ok(None);
         }
-        let hinted = self.last_block.lock().as_ref().and_then(|h| {
-            let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
-            let in_block = self
-                .blocks
-                .get(h.block)
-                .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
-                && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
-            in_block.then(|| (h.block, h.data.clone(), h.expect))
-        });
-        let (bi, block, expect) = match hinted {
-            Some(hint) => hint,
-            None => {
-                let Some(bi) = self.block_for(key) else {
-                    return Ok(None);
-                };
-                (bi, self.block(bi)?, 0)
+        {
+            let mut hint = self.last_block.lock();
+            if let Some(h) = hint.as_mut() {
+                let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
+                let in_block = self
+                    .blocks
+                    .get(h.block)
+                    .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
+                    && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
+                if in_block {
+                    let found = h.data.search_from(key, h.expect);
+                    h.expect = found.map_or_else(|i| i, |i| i + 1);
+                    return Ok(found.ok().map(|i| f(h.data.value(i))));
+                }
             }
+        }
+        let Some(bi) = self.block_for(key) else {
+            return Ok(None);
         };
-        let found = block.search_from(key, expect);
+        let block = self.block(bi)?;
+        let found = block.search_from(key, 0);
+        let value = found.ok().map(|i| f(block.value(i)));
         *self.last_block.lock() = Some(BlockHint {
             block: bi,
-            data: block.clone(),
+            data: block,
             expect: found.map_or_else(|i| i, |i| i + 1),
         });
-        Ok(found.ok().map(|i| (block, i)))
+        Ok(value)
     }
 
     /// The first position whose key is >= `key` (> if `!inclusive`); `None` past the end.
@@ -786,11 +793,11 @@ mod tests {
         );
         let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
         for (k, v) in &entries {
-            let (block, i) = seg.lookup(k).unwrap().expect("key present");
-            assert_eq!(block.value(i), v.as_deref());
+            let got = seg.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap();
+            assert_eq!(got.expect("key present"), *v);
         }
-        assert!(seg.lookup(&9999u32.to_be_bytes()).unwrap().is_none());
-        assert!(seg.lookup(&[0, 0]).unwrap().is_none());
+        assert!(seg.get_with(&9999u32.to_be_bytes(), |_| ()).unwrap().is_none());
+        assert!(seg.get_with(&[0, 0], |_| ()).unwrap().is_none());
         let p = seg.seek_ge(&[0, 0, 0x10, 0], true).unwrap().unwrap();
         assert_eq!(
             seg.block(p.block).unwrap().key(p.entry),
@@ -848,13 +855,11 @@ mod tests {
         orders.push(probes);
         for order in orders {
             for i in order {
-                let got = seg.lookup(&i.to_be_bytes()).unwrap();
+                let got = seg
+                    .get_with(&i.to_be_bytes(), |v| v.map(<[u8]>::to_vec))
+                    .unwrap();
                 let want = (i < 6000 && i % 3 != 1).then(|| vec![i as u8; (i % 50) as usize]);
-                assert_eq!(
-                    got.map(|(b, e)| b.value(e).map(<[u8]>::to_vec)),
-                    want.map(Some),
-                    "key {i}"
-                );
+                assert_eq!(got, want.map(Some), "key {i}");
             }
         }
     }

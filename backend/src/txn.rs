@@ -41,8 +41,8 @@ impl<'a> TableView<'a> {
             return Ok(v.map(Cow::Borrowed));
         }
         for seg in self.segments {
-            if let Some((block, i)) = seg.lookup(key)? {
-                return Ok(block.value(i).map(|v| Cow::Owned(v.to_vec())));
+            if let Some(v) = seg.get_with(key, |v| v.map(|v| Cow::Owned(v.to_vec())))? {
+                return Ok(v);
             }
         }
         match self.sqlite {
@@ -61,8 +61,8 @@ impl<'a> TableView<'a> {
             return Ok(v.is_some());
         }
         for seg in self.segments {
-            if let Some((block, i)) = seg.lookup(key)? {
-                return Ok(block.value(i).is_some());
+            if let Some(live) = seg.get_with(key, |v| v.is_some())? {
+                return Ok(live);
             }
         }
         match self.sqlite {
