@@ -109,6 +109,9 @@ pub enum Error {
     /// A key longer than the format allows.
     #[error("key of {0} bytes is longer than the maximum of 65535")]
     KeyTooLong(usize),
+    /// A value too long for the format (4 GiB - 1 bytes at most).
+    #[error("value of {0} bytes is longer than the maximum of 4294967294")]
+    ValueTooLong(usize),
     /// A previous commit failed; writes are refused until the environment is reopened.
     #[error("environment is poisoned by an earlier failed commit; reopen it")]
     Poisoned,

@@ -5,7 +5,8 @@
 //! order). A B-tree pays a search from the root for every one of them. Here a key greater than
 //! every key written so far is appended to a sorted vector instead, and only keys that arrive
 //! out of order go to a B-tree beside it. The two hold disjoint keys; lookups try both, and
-//! ordered walks merge them.
+//! ordered walks merge them. Values are copied into large shared chunks rather than one
+//! allocation each; an overwritten value's bytes stay there until the transaction ends.
 
 use std::collections::btree_map;
 use std::collections::BTreeMap;
@@ -15,8 +16,19 @@ use std::ops::Bound;
 use crate::memkey::MemKey;
 use crate::segment::key_cmp;
 
-/// A value, or `None` for a deletion.
-pub(crate) type Value = Option<Box<[u8]>>;
+/// Where a value's bytes are in the memtable's chunks, or a deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Value {
+    chunk: u32,
+    offset: u32,
+    /// `u32::MAX` for a deletion.
+    len: u32,
+}
+
+const DELETED: u32 = u32::MAX;
+
+/// Size of a value chunk (a larger value gets a chunk of its own).
+const CHUNK: usize = 1 << 20;
 
 /// Key → value or deletion, ordered by key.
 #[derive(Debug, Default)]
@@ -26,6 +38,19 @@ pub(crate) struct Memtable {
     run: Vec<(MemKey, Value)>,
     /// Every other key; none of them is in `run`.
     tree: BTreeMap<MemKey, Value>,
+    /// The values' bytes, appended.
+    chunks: Vec<Vec<u8>>,
+}
+
+/// The bytes of `v` in `chunks`, or `None` for a deletion.
+fn resolve(chunks: &[Vec<u8>], v: Value) -> Option<&[u8]> {
+    if v.len == DELETED {
+        return None;
+    }
+    let start = v.offset as usize;
+    chunks
+        .get(v.chunk as usize)
+        .and_then(|c| c.get(start..start + v.len as usize))
 }
 
 impl Memtable {
@@ -35,6 +60,37 @@ impl Memtable {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.run.is_empty() && self.tree.is_empty()
+    }
+
+    /// Copy `value` into the chunks (`None`: a deletion).
+    fn store(&mut self, value: Option<&[u8]>) -> Value {
+        let Some(bytes) = value else {
+            return Value {
+                chunk: 0,
+                offset: 0,
+                len: DELETED,
+            };
+        };
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= bytes.len());
+        if !fits {
+            self.chunks.push(Vec::with_capacity(CHUNK.max(bytes.len())));
+        }
+        let chunk = self.chunks.len().saturating_sub(1);
+        let offset = self.chunks.last_mut().map_or(0, |c| {
+            let offset = c.len();
+            c.extend_from_slice(bytes);
+            offset
+        });
+        // `WriteTxn::put` refuses values of u32::MAX bytes or more, and a chunk is as large
+        // as its largest value or 1 MiB, so these fit.
+        Value {
+            chunk: chunk as u32,
+            offset: offset as u32,
+            len: bytes.len() as u32,
+        }
     }
 
     /// The position of `key` in the run, or `None`. Keys outside the run's range cost one or
@@ -51,7 +107,7 @@ impl Memtable {
     /// The entry for `key`: `Some(None)` is a deletion.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         if let Some(i) = self.run_position(key) {
-            return self.run.get(i).map(|(_, v)| v.as_deref());
+            return self.run.get(i).map(|(_, v)| resolve(&self.chunks, *v));
         }
         // Rejecting keys outside the tree's range walks its edges (no comparisons) and
         // compares twice; most of the slasher's reads fall past the last key.
@@ -63,11 +119,12 @@ impl Memtable {
         if key_cmp(key, first).is_lt() {
             return None;
         }
-        self.tree.get(key).map(|v| v.as_deref())
+        self.tree.get(key).map(|v| resolve(&self.chunks, *v))
     }
 
     /// Insert or overwrite (`None` records a deletion).
-    pub(crate) fn insert(&mut self, key: &[u8], value: Value) {
+    pub(crate) fn insert(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let value = self.store(value);
         let key = MemKey::from(key);
         let above_run = self.run.last().is_none_or(|(last, _)| key > *last);
         if above_run {
@@ -97,7 +154,7 @@ impl Memtable {
         match self.run_position(key) {
             Some(i) => {
                 if let Some(slot) = self.run.get_mut(i) {
-                    slot.1 = None;
+                    slot.1.len = DELETED;
                 }
             }
             None => {
@@ -152,6 +209,7 @@ impl Memtable {
         Iter {
             run: self.run.iter().peekable(),
             tree: self.tree.iter().peekable(),
+            chunks: &self.chunks,
         }
     }
 }
@@ -160,6 +218,7 @@ impl Memtable {
 pub(crate) struct Iter<'a> {
     run: Peekable<std::slice::Iter<'a, (MemKey, Value)>>,
     tree: Peekable<btree_map::Iter<'a, MemKey, Value>>,
+    chunks: &'a [Vec<u8>],
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -171,11 +230,12 @@ impl<'a> Iterator for Iter<'a> {
             (Some(_), None) => true,
             (None, _) => false,
         };
-        if from_run {
-            self.run.next().map(|(k, v)| (&**k, v.as_deref()))
+        let (k, v) = if from_run {
+            self.run.next().map(|(k, v)| (k, *v))
         } else {
-            self.tree.next().map(|(k, v)| (&**k, v.as_deref()))
-        }
+            self.tree.next().map(|(k, v)| (k, *v))
+        }?;
+        Some((&**k, resolve(self.chunks, v)))
     }
 }
 
@@ -272,7 +332,7 @@ mod tests {
                     }
                     _ => {
                         let v = vec![step as u8; rng.gen_range(0..4)];
-                        mem.insert(&key, Some(v.clone().into()));
+                        mem.insert(&key, Some(&v));
                         model.insert(key.clone(), Some(v));
                     }
                 }
@@ -292,15 +352,15 @@ mod tests {
     fn ascending_writes_stay_in_the_run() {
         let mut mem = Memtable::new();
         for i in 0u64..1000 {
-            mem.insert(&i.to_be_bytes(), Some(Box::new([1])));
+            mem.insert(&i.to_be_bytes(), Some(&[1]));
         }
         // Overwrites of run keys stay there too.
-        mem.insert(&5u64.to_be_bytes(), Some(Box::new([2])));
+        mem.insert(&5u64.to_be_bytes(), Some(&[2]));
         assert_eq!(mem.run.len(), 1000);
         assert!(mem.tree.is_empty());
         assert_eq!(mem.get(&5u64.to_be_bytes()), Some(Some(&[2u8][..])));
         // A key between two run keys goes to the tree.
-        mem.insert(&[0, 0, 0, 0, 0, 0, 0, 5, 1], Some(Box::new([3])));
+        mem.insert(&[0, 0, 0, 0, 0, 0, 0, 5, 1], Some(&[3]));
         assert_eq!(mem.tree.len(), 1);
         let keys: Vec<&[u8]> = mem.iter().map(|(k, _)| k).take(8).collect();
         assert_eq!(keys[6], &[0, 0, 0, 0, 0, 0, 0, 5, 1][..]);

@@ -244,14 +244,17 @@ impl<'env> WriteTxn<'env> {
     /// Insert or overwrite.
     ///
     /// # Errors
-    /// Unknown table; a key longer than 65,535 bytes.
+    /// Unknown table; a key longer than 65,535 bytes; a value of 4 GiB or more.
     pub fn put(&mut self, t: TableHandle, key: &[u8], value: &[u8]) -> Result<()> {
         let i = self.index(t)?;
         if key.len() > usize::from(u16::MAX) {
             return Err(Error::KeyTooLong(key.len()));
         }
+        if value.len() >= u32::MAX as usize {
+            return Err(Error::ValueTooLong(value.len()));
+        }
         if let Some(m) = self.memtables.get_mut(i) {
-            m.insert(key, Some(value.into()));
+            m.insert(key, Some(value));
         }
         Ok(())
     }

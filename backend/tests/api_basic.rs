@@ -140,3 +140,28 @@ fn not_btrfs_is_a_typed_error() {
     );
     assert!(err.to_string().contains("mkfs.btrfs"), "{err}");
 }
+
+/// Keys and values beyond the format's limits are refused at `put`, and the transaction stays
+/// usable: what it wrote before still commits.
+#[test]
+fn oversized_key_or_value_is_a_typed_error() {
+    let Some(dir) = common::btrfs_dir("oversized_key_or_value_is_a_typed_error") else {
+        return;
+    };
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.create_table("t").unwrap();
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"kept", b"1").unwrap();
+    let long_key = vec![7u8; 65_536];
+    assert!(matches!(w.put(t, &long_key, b"v"), Err(Error::KeyTooLong(65_536))));
+    // Zeroed by the allocator on demand: `put` rejects it by length without touching it.
+    let huge = vec![0u8; u32::MAX as usize];
+    assert!(matches!(
+        w.put(t, b"huge", &huge),
+        Err(Error::ValueTooLong(n)) if n == u32::MAX as usize
+    ));
+    drop(huge);
+    w.commit().unwrap();
+    let r = env.begin_read();
+    assert_eq!(r.scan(t, b"").unwrap(), vec![(b"kept".to_vec(), b"1".to_vec())]);
+}
