@@ -277,7 +277,10 @@ mod tests {
                 .next()
                 .map(|(k, _)| k.as_slice());
             assert_eq!(mem.first_from(Bound::Excluded(p)), gt, "gt {p:?}");
-            let lt = model.range(..p.clone()).next_back().map(|(k, _)| k.as_slice());
+            let lt = model
+                .range(..p.clone())
+                .next_back()
+                .map(|(k, _)| k.as_slice());
             assert_eq!(mem.last_before(Some(p)), lt, "lt {p:?}");
         }
         assert_eq!(
@@ -318,7 +321,8 @@ mod tests {
                         // A removed run key turns into a deletion; the model says the same
                         // when the key was in the run, otherwise it is gone.
                         if model.contains_key(&key) {
-                            let in_run = mem.iter().any(|(k, v)| k == key.as_slice() && v.is_none());
+                            let in_run =
+                                mem.iter().any(|(k, v)| k == key.as_slice() && v.is_none());
                             if in_run {
                                 model.insert(key.clone(), None);
                             } else {

@@ -224,9 +224,7 @@ impl Block {
         if expect < self.len() {
             match key_cmp(self.key(expect), key) {
                 Ordering::Equal => return Ok(expect),
-                Ordering::Greater
-                    if expect == 0 || key_cmp(self.key(expect - 1), key).is_lt() =>
-                {
+                Ordering::Greater if expect == 0 || key_cmp(self.key(expect - 1), key).is_lt() => {
                     return Err(expect)
                 }
                 _ => {}
@@ -796,7 +794,10 @@ mod tests {
             let got = seg.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap();
             assert_eq!(got.expect("key present"), *v);
         }
-        assert!(seg.get_with(&9999u32.to_be_bytes(), |_| ()).unwrap().is_none());
+        assert!(seg
+            .get_with(&9999u32.to_be_bytes(), |_| ())
+            .unwrap()
+            .is_none());
         assert!(seg.get_with(&[0, 0], |_| ()).unwrap().is_none());
         let p = seg.seek_ge(&[0, 0, 0x10, 0], true).unwrap().unwrap();
         assert_eq!(
@@ -843,7 +844,12 @@ mod tests {
         use rand::SeedableRng;
         let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0u32..6000)
             .filter(|i| i % 3 != 1)
-            .map(|i| (i.to_be_bytes().to_vec(), Some(vec![i as u8; (i % 50) as usize])))
+            .map(|i| {
+                (
+                    i.to_be_bytes().to_vec(),
+                    Some(vec![i as u8; (i % 50) as usize]),
+                )
+            })
             .collect();
         let (bytes, _) = build(&entries);
         let seg = write_and_open(&bytes, entries.len() as u64).unwrap();

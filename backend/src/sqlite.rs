@@ -136,13 +136,11 @@ impl SqliteTable {
             for (k, v) in mem {
                 match v {
                     Some(v) => {
-                        put.execute(params![k, v])
-                            .map_err(sql_err(&path, "put"))?;
+                        put.execute(params![k, v]).map_err(sql_err(&path, "put"))?;
                         bytes += (k.len() + v.len()) as u64;
                     }
                     None => {
-                        del.execute(params![k])
-                            .map_err(sql_err(&path, "delete"))?;
+                        del.execute(params![k]).map_err(sql_err(&path, "delete"))?;
                     }
                 }
             }

@@ -153,7 +153,10 @@ fn oversized_key_or_value_is_a_typed_error() {
     let mut w = env.begin_write().unwrap();
     w.put(t, b"kept", b"1").unwrap();
     let long_key = vec![7u8; 65_536];
-    assert!(matches!(w.put(t, &long_key, b"v"), Err(Error::KeyTooLong(65_536))));
+    assert!(matches!(
+        w.put(t, &long_key, b"v"),
+        Err(Error::KeyTooLong(65_536))
+    ));
     // Zeroed by the allocator on demand: `put` rejects it by length without touching it.
     let huge = vec![0u8; u32::MAX as usize];
     assert!(matches!(
@@ -163,5 +166,8 @@ fn oversized_key_or_value_is_a_typed_error() {
     drop(huge);
     w.commit().unwrap();
     let r = env.begin_read();
-    assert_eq!(r.scan(t, b"").unwrap(), vec![(b"kept".to_vec(), b"1".to_vec())]);
+    assert_eq!(
+        r.scan(t, b"").unwrap(),
+        vec![(b"kept".to_vec(), b"1".to_vec())]
+    );
 }
