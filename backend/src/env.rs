@@ -15,10 +15,11 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
+use crate::memtable::Memtable;
 use crate::segment::{self, Segment, SegmentBuilder};
 use crate::sqlite::{self, SqliteTable};
 use crate::sys;
-use crate::txn::{Memtable, ReadTxn, TableHandle, WriteTxn};
+use crate::txn::{ReadTxn, TableHandle, WriteTxn};
 
 /// Name of the writable working subvolume.
 pub(crate) const LIVE_DIR: &str = "live";

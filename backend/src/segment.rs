@@ -263,7 +263,8 @@ pub(crate) struct Segment {
     cache: Arc<BlockCache>,
     /// The block the last point lookup used. The slasher reads keys in ascending runs, so the
     /// next lookup usually lands in the same block and skips the index search and the shared
-    /// cache. Guarded by its own mutex (uncontended: one writer thread does the lookups).
+    /// cache. Readers in other threads share the segment, so the hint has its own mutex; a
+    /// lookup holds it only for the search inside the hinted block and the value's copy.
     last_block: Mutex<Option<BlockHint>>,
 }
 

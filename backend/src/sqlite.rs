@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::error::{Error, Result};
-use crate::txn::Memtable;
+use crate::memtable::Memtable;
 
 /// File name of table number `index` (names are not used: they may hold any character).
 pub(crate) fn file_name(index: usize) -> String {

@@ -9,7 +9,7 @@ use parking_lot::MutexGuard;
 
 use crate::env::{CommitInfo, Env, TableFormat, Version, WriterState};
 use crate::error::{Error, Result};
-pub(crate) use crate::memtable::Memtable;
+use crate::memtable::Memtable;
 use crate::segment::Segment;
 use crate::sqlite::{self, SqliteTable};
 
