@@ -6,6 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -16,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
-use crate::segment::{self, Segment, SegmentBuilder};
+use crate::segment::{self, Block, Segment, SegmentBuilder};
 use crate::sqlite::{self, SqliteTable};
 use crate::sys;
 use crate::txn::{ReadTxn, TableHandle, WriteTxn};
@@ -27,10 +28,19 @@ pub(crate) const LIVE_DIR: &str = "live";
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
 const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
 const LOCK_FILE: &str = "butter.lock";
+/// Directory (beside `live/`, outside every snapshot) where background merges write.
+const COMPACT_DIR: &str = "compact";
 const GEN_PREFIX: &str = "gen-";
 
-/// At most this many segments per table after a commit.
+/// Merges keep a table at about this many segments; with merges inside the commit
+/// ([`Compaction::Inline`]) it is a hard limit.
 const MAX_SEGMENTS_PER_TABLE: usize = 8;
+/// With background merges, a commit merges whatever it must to stay at or below this many
+/// segments per table (the background thread has fallen behind).
+const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
+/// With background merges, a commit writes at most this many times its memtable's bytes
+/// (it merges only the small newest segments; larger merges go to the background thread).
+const COMMIT_MERGE_BUDGET: u64 = 4;
 /// A run of newer segments is merged into an older one once it is at least 1/RATIO its size.
 const MERGE_RATIO: u64 = 2;
 /// Default block cache size.
@@ -59,6 +69,23 @@ impl TableFormat {
     }
 }
 
+/// Where segment merges run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compaction {
+    /// A commit merges its memtable only with small newest segments (at most
+    /// 4x the memtable's bytes); larger merges run on a background thread, one at a time,
+    /// and the next commit after one finishes swaps its output in. The default: a commit's
+    /// latency does not depend on the size of the table.
+    #[default]
+    Background,
+    /// As `Background`, but every commit first waits for the running merge, so the order of
+    /// filesystem operations is the same in every run (the fault-enumeration tests).
+    BackgroundWaited,
+    /// Every merge runs inside the commit that makes it due (no thread).
+    Inline,
+}
+
 /// What a successful commit did.
 #[derive(Debug, Clone, Default)]
 pub struct CommitInfo {
@@ -72,6 +99,10 @@ pub struct CommitInfo {
     pub write_us: u64,
     /// Time spent in the snapshot ioctl (the durable commit point), in microseconds.
     pub snapshot_us: u64,
+    /// Background merges this commit swapped in (their files were written before the commit).
+    pub merges_installed: usize,
+    /// Bytes of the segments those merges wrote.
+    pub merged_bytes: u64,
 }
 
 /// Options for opening an [`Env`].
@@ -80,6 +111,7 @@ pub struct EnvBuilder {
     path: PathBuf,
     block_cache_bytes: usize,
     table_format: TableFormat,
+    compaction: Compaction,
     fs: Arc<dyn Fs>,
 }
 
@@ -90,6 +122,7 @@ impl EnvBuilder {
             path: path.into(),
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             table_format: TableFormat::Segments,
+            compaction: Compaction::Background,
             fs: Arc::new(BtrfsFs),
         }
     }
@@ -103,6 +136,12 @@ impl EnvBuilder {
     /// The table format of a new database; an existing one must match.
     pub fn table_format(mut self, format: TableFormat) -> Self {
         self.table_format = format;
+        self
+    }
+
+    /// Where segment merges run (default [`Compaction::Background`]).
+    pub fn compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = compaction;
         self
     }
 
@@ -129,7 +168,6 @@ impl EnvBuilder {
 #[derive(Debug)]
 pub(crate) struct Version {
     pub(crate) generation: u64,
-    pub(crate) next_seq: u64,
     pub(crate) tables: Vec<TableVersion>,
 }
 
@@ -148,6 +186,30 @@ pub(crate) struct WriterState {
     /// Test-only broken mode (`BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT`, feature `failpoints`): the
     /// generation whose snapshot was deferred to the next commit.
     deferred_snapshot: Option<u64>,
+    /// The next segment sequence number to hand out (commits and background merges).
+    next_seq: u64,
+    /// The background merge running or finished but not yet swapped in.
+    merge: Option<MergeJob>,
+}
+
+/// A background merge of a contiguous run of one table's segments into `compact/<seq>.seg`.
+#[derive(Debug)]
+struct MergeJob {
+    table: usize,
+    /// The merged segments' sequence numbers, newest first.
+    inputs: Vec<u64>,
+    seq: u64,
+    work_path: PathBuf,
+    handle: JoinHandle<Result<Merged>>,
+}
+
+/// What a finished background merge produced.
+#[derive(Debug)]
+struct Merged {
+    /// 0 when nothing survived (only tombstones): no file was written.
+    entries: u64,
+    file_len: u64,
+    blocks: Vec<Arc<Block>>,
 }
 
 /// An open database.
@@ -160,9 +222,11 @@ pub struct Env {
     pub(crate) id: u64,
     root: PathBuf,
     live: PathBuf,
+    compact: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
     table_format: TableFormat,
+    compaction: Compaction,
     /// The single-writer lock.
     writer: Mutex<WriterState>,
     /// The newest committed version. Written only by the writer after a commit.
@@ -345,19 +409,25 @@ impl Env {
         }
         let version = Version {
             generation: newest,
-            next_seq: manifest.next_seq,
             tables,
         };
+        // Background merges that never got swapped in (the process stopped first).
+        let compact = root.join(COMPACT_DIR);
+        clear_compact_dir(&*fs, &compact)?;
         let env = Env {
             id: NEXT_ENV_ID.fetch_add(1, Ordering::Relaxed),
             root,
             live,
+            compact,
             fs,
             cache,
             table_format: b.table_format,
+            compaction: b.compaction,
             writer: Mutex::new(WriterState {
                 sqlite: sqlite_tables,
                 deferred_snapshot: None,
+                next_seq: manifest.next_seq,
+                merge: None,
             }),
             current: RwLock::new(Arc::new(version)),
             pins: Mutex::new(BTreeMap::new()),
@@ -503,6 +573,153 @@ impl Env {
         r
     }
 
+    /// How many of a table's newest segments the commit merges with its memtable: the
+    /// tiered rule, limited to `free` segments (those no background merge reads) and, with
+    /// background merges, to COMMIT_MERGE_BUDGET times the memtable's bytes.
+    fn commit_merge_count(
+        &self,
+        mem: &Memtable,
+        segments: &[Arc<Segment>],
+        free: usize,
+    ) -> (usize, u64) {
+        let acc = memtable_bytes(mem);
+        match self.compaction {
+            Compaction::Inline => {
+                tiered_count(acc, segments, free, u64::MAX, MAX_SEGMENTS_PER_TABLE)
+            }
+            Compaction::Background | Compaction::BackgroundWaited => tiered_count(
+                acc,
+                segments,
+                free,
+                acc.saturating_mul(COMMIT_MERGE_BUDGET),
+                HARD_MAX_SEGMENTS_PER_TABLE,
+            ),
+        }
+    }
+
+    /// Start a background merge if one is due: in the table with the most segments among
+    /// those where the tiered rule merges at least two. Called by a commit, after publishing.
+    fn start_merge(&self, writer: &mut WriterState, version: &Version) {
+        if self.compaction == Compaction::Inline || self.table_format != TableFormat::Segments {
+            return;
+        }
+        let mut best: Option<(usize, usize)> = None;
+        for (i, t) in version.tables.iter().enumerate() {
+            let Some(first) = t.segments.first() else {
+                continue;
+            };
+            let (n, _) = tiered_count(
+                first.file_len,
+                &t.segments[1..],
+                t.segments.len() - 1,
+                u64::MAX,
+                MAX_SEGMENTS_PER_TABLE,
+            );
+            if n >= 1
+                && best.is_none_or(|(b, _)| t.segments.len() > version.tables[b].segments.len())
+            {
+                best = Some((i, n + 1));
+            }
+        }
+        let Some((table, n)) = best else { return };
+        let segments = &version.tables[table].segments;
+        let inputs: Vec<Arc<Segment>> = segments[..n].to_vec();
+        // Later commits only add newer segments, so a run that ends at the oldest still does.
+        let drop_tombstones = n == segments.len();
+        let seq = writer.next_seq;
+        writer.next_seq += 1;
+        let work_path = self.compact.join(segment::file_name(seq));
+        let fs = self.fs.clone();
+        let (path, seqs) = (work_path.clone(), inputs.iter().map(|s| s.seq).collect());
+        let spawned = std::thread::Builder::new()
+            .name("butter-merge".into())
+            .spawn(move || run_merge(&*fs, &inputs, drop_tombstones, &path));
+        match spawned {
+            Ok(handle) => {
+                writer.merge = Some(MergeJob {
+                    table,
+                    inputs: seqs,
+                    seq,
+                    work_path,
+                    handle,
+                });
+            }
+            // No thread: the merge is retried after the next commit; until then commits keep
+            // the segment count bounded by merging themselves.
+            Err(e) => eprintln!("butter_db: could not start a background merge: {e}"),
+        }
+    }
+
+    /// Swap a finished background merge into `tables` (step 1a of the commit): clone its file
+    /// into `live/` and replace its inputs with it. A merge that failed, or whose inputs are
+    /// no longer the table's segments (cannot happen while commits leave them alone), is
+    /// dropped: the data is still in its inputs. Only the clone can fail the commit.
+    fn install_merge(
+        &self,
+        job: MergeJob,
+        tables: &mut [TableVersion],
+        retired: &mut Vec<Arc<Segment>>,
+        info: &mut CommitInfo,
+    ) -> Result<()> {
+        let merged = match job.handle.join() {
+            Ok(Ok(m)) => Some(m),
+            Ok(Err(e)) => {
+                eprintln!("butter_db: background merge failed (its inputs stay): {e}");
+                None
+            }
+            Err(_) => {
+                eprintln!("butter_db: background merge panicked (its inputs stay)");
+                None
+            }
+        };
+        let segments = tables.get_mut(job.table).map(|t| &mut t.segments);
+        let place = segments.as_ref().and_then(|segs| {
+            let at = segs.iter().position(|s| s.seq == job.inputs[0])?;
+            let same = segs.get(at..at + job.inputs.len())?;
+            same.iter()
+                .zip(&job.inputs)
+                .all(|(s, &seq)| s.seq == seq)
+                .then_some(at)
+        });
+        let (Some(merged), Some(segments), Some(at)) = (merged, segments, place) else {
+            self.discard_merge_file(&job.work_path);
+            return Ok(());
+        };
+        let mut replacement = Vec::new();
+        if merged.entries > 0 {
+            let path = self.live.join(segment::file_name(job.seq));
+            self.fs
+                .clone_file(&job.work_path, &path)
+                .map_err(|e| Error::io("clone", &path, e))?;
+            self.discard_merge_file(&job.work_path);
+            for (i, b) in merged.blocks.into_iter().enumerate() {
+                self.cache.insert(job.seq, i, b);
+            }
+            let seg = Segment::open(
+                path,
+                job.seq,
+                merged.file_len,
+                merged.entries,
+                self.cache.clone(),
+            )?;
+            replacement.push(Arc::new(seg));
+        }
+        retired.extend(segments.splice(at..at + job.inputs.len(), replacement));
+        info.merges_installed += 1;
+        info.merged_bytes += merged.file_len;
+        Ok(())
+    }
+
+    /// Delete a background merge's file from `compact/` if it is there. Best effort: open
+    /// deletes anything left in `compact/`.
+    fn discard_merge_file(&self, path: &Path) {
+        if path.exists() {
+            if let Err(e) = self.fs.remove_file(path) {
+                eprintln!("butter_db: could not delete {}: {e}", path.display());
+            }
+        }
+    }
+
     fn commit_inner(
         &self,
         writer: &mut WriterState,
@@ -528,7 +745,6 @@ impl Env {
         }
         let started = Instant::now();
         let generation = base.generation + 1;
-        let mut next_seq = base.next_seq;
         let mut info = CommitInfo {
             generation,
             ..CommitInfo::default()
@@ -540,6 +756,15 @@ impl Env {
         }));
         let mut retired: Vec<Arc<Segment>> = Vec::new();
         let mut written: Vec<PathBuf> = Vec::new();
+
+        // Step 1a: swap in a finished background merge (its file is already written back).
+        if let Some(job) = writer.merge.take() {
+            if self.compaction == Compaction::BackgroundWaited || job.handle.is_finished() {
+                self.install_merge(job, &mut tables, &mut retired, &mut info)?;
+            } else {
+                writer.merge = Some(job);
+            }
+        }
 
         // Step 1 (table format Sqlite): apply each memtable to its table's file in live/.
         if self.table_format == TableFormat::Sqlite {
@@ -560,11 +785,20 @@ impl Env {
         }
         // Step 1: write each changed table's memtable (merged with some of its newest
         // segments) as one new segment file in live/.
-        for (table, mem) in tables.iter_mut().zip(memtables) {
+        for (i, (table, mem)) in tables.iter_mut().zip(memtables).enumerate() {
             if mem.is_empty() || self.table_format == TableFormat::Sqlite {
                 continue;
             }
-            let (merge, estimate) = merge_count(mem, &table.segments);
+            // Segments a running background merge reads are not merged here.
+            let free = match &writer.merge {
+                Some(job) if job.table == i => table
+                    .segments
+                    .iter()
+                    .position(|s| s.seq == job.inputs[0])
+                    .unwrap_or(table.segments.len()),
+                _ => table.segments.len(),
+            };
+            let (merge, estimate) = self.commit_merge_count(mem, &table.segments, free);
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
             let mut builder = SegmentBuilder::with_capacity(estimate);
@@ -573,8 +807,8 @@ impl Env {
             if builder.entries() == 0 {
                 continue;
             }
-            let seq = next_seq;
-            next_seq += 1;
+            let seq = writer.next_seq;
+            writer.next_seq += 1;
             let entries = builder.entries();
             let (bytes, blocks) = builder.finish();
             let path = self.live.join(segment::file_name(seq));
@@ -603,7 +837,7 @@ impl Env {
         let manifest = Manifest {
             table_format: self.table_format.code(),
             generation,
-            next_seq,
+            next_seq: writer.next_seq,
             tables: tables
                 .iter()
                 .map(|t| TableMeta {
@@ -638,11 +872,7 @@ impl Env {
         let gen_dir = self.root.join(gen_name(generation));
         if broken_ack_before_snapshot() {
             writer.deferred_snapshot = Some(generation);
-            *self.current.write() = Arc::new(Version {
-                generation,
-                next_seq,
-                tables,
-            });
+            *self.current.write() = Arc::new(Version { generation, tables });
             return Ok(info);
         }
         self.fs
@@ -652,14 +882,15 @@ impl Env {
         fail_point("commit::after_snapshot");
 
         // Step 5: publish in memory, then delete unpinned older generations.
-        *self.current.write() = Arc::new(Version {
-            generation,
-            next_seq,
-            tables,
-        });
+        let version = Arc::new(Version { generation, tables });
+        *self.current.write() = version.clone();
         self.old_generations.lock().push(base.generation);
         for s in &retired {
             self.cache.evict_segment(s.seq, s.block_count());
+        }
+        // Step 6: start the next background merge if one is due.
+        if writer.merge.is_none() {
+            self.start_merge(writer, &version);
         }
         // The commit is durable; a failure to delete an old generation is not a commit
         // failure. It is retried after the next commit and at the next open.
@@ -670,25 +901,85 @@ impl Env {
     }
 }
 
-/// How many of the newest segments to merge with a memtable: while the data gathered so far is
-/// at least 1/MERGE_RATIO of the next older segment, or too many segments would remain. Also
-/// returns the bytes gathered (memtable plus merged files), the output's size give or take.
-fn merge_count(mem: &Memtable, segments: &[Arc<Segment>]) -> (usize, u64) {
-    let mut acc: u64 = mem
-        .iter()
+/// The bytes a memtable's entries take in a segment, give or take.
+fn memtable_bytes(mem: &Memtable) -> u64 {
+    mem.iter()
         .map(|(k, v)| (k.len() + v.map_or(0, <[u8]>::len) + 6) as u64)
-        .sum();
+        .sum()
+}
+
+/// The tiered merge rule: how many of the newest `segments` to merge, given `acc` bytes
+/// gathered so far. The next older segment joins while the data gathered is at least
+/// 1/MERGE_RATIO of its size and the total stays within `budget`, or while more than
+/// `max_segments` would remain. At most `free` segments join. Also returns the bytes gathered.
+fn tiered_count(
+    mut acc: u64,
+    segments: &[Arc<Segment>],
+    free: usize,
+    budget: u64,
+    max_segments: usize,
+) -> (usize, u64) {
     let mut n = 0;
-    for s in segments {
-        let too_many = segments.len() - n >= MAX_SEGMENTS_PER_TABLE;
-        if acc * MERGE_RATIO >= s.file_len || too_many {
-            acc += s.file_len;
-            n += 1;
-        } else {
+    for s in &segments[..free] {
+        let too_many = segments.len() - n >= max_segments;
+        let due = acc * MERGE_RATIO >= s.file_len && acc + s.file_len <= budget;
+        if !(due || too_many) {
             break;
         }
+        acc += s.file_len;
+        n += 1;
     }
     (n, acc)
+}
+
+/// A background merge: merge `inputs` (newest first) and write the result to `path`, waiting
+/// for its write-back so that a write error is reported here and the commit that swaps it in
+/// has nothing left to wait for.
+fn run_merge(
+    fs: &dyn Fs,
+    inputs: &[Arc<Segment>],
+    drop_tombstones: bool,
+    path: &Path,
+) -> Result<Merged> {
+    let estimate = inputs.iter().map(|s| s.file_len).sum();
+    let mut builder = SegmentBuilder::with_capacity(estimate);
+    merge_into(&mut builder, &Memtable::new(), inputs, drop_tombstones)?;
+    let entries = builder.entries();
+    if entries == 0 {
+        return Ok(Merged {
+            entries,
+            file_len: 0,
+            blocks: Vec::new(),
+        });
+    }
+    let (bytes, blocks) = builder.finish();
+    fs.write_new_file_nowait(path, &bytes)
+        .map_err(|e| Error::io("write", path, e))?;
+    fs.write_back(path)
+        .map_err(|e| Error::io("write back", path, e))?;
+    Ok(Merged {
+        entries,
+        file_len: bytes.len() as u64,
+        blocks,
+    })
+}
+
+/// Create `compact/` if missing and delete whatever is in it: merges from an earlier process
+/// that were never swapped in. Nothing there is referenced by any manifest.
+fn clear_compact_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return std::fs::create_dir(dir).map_err(|e| Error::io("create directory", dir, e));
+        }
+        Err(e) => return Err(Error::io("list", dir, e)),
+    };
+    for entry in rd {
+        let path = entry.map_err(|e| Error::io("list", dir, e))?.path();
+        fs.remove_file(&path)
+            .map_err(|e| Error::io("unlink", &path, e))?;
+    }
+    Ok(())
 }
 
 /// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
@@ -753,6 +1044,17 @@ fn merge_into(
         }
     }
     Ok(())
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Wait for a running background merge (it reads this environment's segments) and
+        // delete its output; the next open would delete it otherwise.
+        if let Some(job) = self.writer.get_mut().merge.take() {
+            let _ = job.handle.join();
+            self.discard_merge_file(&job.work_path);
+        }
+    }
 }
 
 /// Write `live/MANIFEST` by writing a temporary file and renaming it into place.

@@ -39,6 +39,12 @@ pub trait Fs: Send + Sync + Debug {
     /// `write_new_file` does for its own files.
     fn write_back(&self, path: &Path) -> io::Result<()>;
 
+    /// Create the new file `dst` (fails if it exists) as a reflink copy of `src` (`FICLONE`):
+    /// both share `src`'s extents, no data is copied. Both on the same btrfs filesystem, in
+    /// the same subvolume or not. `src` must have been written back already ([`Fs::write_back`]);
+    /// the copy is durable with the next snapshot of the subvolume holding `dst`.
+    fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()>;
+
     /// Rename a file, replacing the destination.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
 
@@ -317,6 +323,12 @@ impl Fs for BtrfsFs {
         sys::write_back(File::open(path)?.as_fd())
     }
 
+    fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()> {
+        let source = File::open(src)?;
+        let dest = OpenOptions::new().write(true).create_new(true).open(dst)?;
+        sys::ficlone(&dest, &source)
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         std::fs::rename(from, to)
     }
@@ -466,6 +478,10 @@ impl Fs for FaultyFs {
 
     fn write_back(&self, path: &Path) -> io::Result<()> {
         self.run("write_back", || self.inner.write_back(path))
+    }
+
+    fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()> {
+        self.run("clone_file", || self.inner.clone_file(src, dst))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

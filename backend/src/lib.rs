@@ -29,6 +29,6 @@ mod sqlite;
 mod sys;
 mod txn;
 
-pub use env::{CommitInfo, Env, EnvBuilder, TableFormat};
+pub use env::{CommitInfo, Compaction, Env, EnvBuilder, TableFormat};
 pub use error::{Error, Result};
 pub use txn::{Cursor, ReadTxn, TableHandle, WriteTxn};

@@ -507,6 +507,28 @@ fn sync_and_reflink() {
     let source = File::open(sv.join("big")).unwrap();
     let read_only = File::open(sv.join("big.clone")).unwrap();
     assert_eq!(errno(BtrfsFs.reflink(&source, &read_only)), libc::EBADF);
+
+    // `Fs::clone_file`, as background merges use it: a file written (and written back) in a
+    // plain directory outside any snapshot, cloned into a subvolume as a new file, survives
+    // the source's unlink and is in the subvolume's next read-only snapshot. An existing
+    // destination is refused.
+    let work = scratch.join("work");
+    fs::create_dir(&work).unwrap();
+    BtrfsFs
+        .write_new_file_nowait(&work.join("m"), &data)
+        .unwrap();
+    BtrfsFs.write_back(&work.join("m")).unwrap();
+    BtrfsFs
+        .clone_file(&work.join("m"), &other.join("m"))
+        .unwrap();
+    let again = BtrfsFs.clone_file(&work.join("m"), &other.join("m"));
+    assert_eq!(errno(again), libc::EEXIST);
+    BtrfsFs.remove_file(&work.join("m")).unwrap();
+    BtrfsFs
+        .snapshot(&other, &scratch.join("other-snap"), true)
+        .unwrap();
+    assert_eq!(read(&other.join("m")), data);
+    assert_eq!(read(&scratch.join("other-snap").join("m")), data);
 }
 
 // ---- Unprivileged use ----------------------------------------------------------------------
