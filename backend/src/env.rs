@@ -691,6 +691,7 @@ impl Env {
             self.fs
                 .clone_file(&job.work_path, &path)
                 .map_err(|e| Error::io("clone", &path, e))?;
+            fail_point("commit::after_clone");
             self.discard_merge_file(&job.work_path);
             for (i, b) in merged.blocks.into_iter().enumerate() {
                 self.cache.insert(job.seq, i, b);
@@ -957,6 +958,7 @@ fn run_merge(
         .map_err(|e| Error::io("write", path, e))?;
     fs.write_back(path)
         .map_err(|e| Error::io("write back", path, e))?;
+    fail_point("merge::after_write");
     Ok(Merged {
         entries,
         file_len: bytes.len() as u64,

@@ -247,6 +247,8 @@ fn abort_at_every_commit_fail_point() {
         return;
     };
     let points = [
+        "merge::after_write",
+        "commit::after_clone",
         "commit::after_segments",
         "commit::before_snapshot",
         "commit::after_snapshot",
@@ -275,7 +277,12 @@ fn abort_at_every_commit_fail_point() {
                     "{fp}: a commit whose snapshot exists must survive"
                 );
             }
-            if fp == "commit::after_segments" || fp == "commit::before_snapshot" {
+            let unsnapshotted = [
+                "commit::after_clone",
+                "commit::after_segments",
+                "commit::before_snapshot",
+            ];
+            if unsnapshotted.contains(&fp) {
                 assert_eq!(
                     j + 1,
                     started,

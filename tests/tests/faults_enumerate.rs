@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use butter_db::fs::{FaultPlan, FaultTiming, FaultyFs};
-use butter_db::{Env, Error};
+use butter_db::{Compaction, Env, Error};
 use butter_tests::harness::{btrfs_dir, remove_db_dir};
 use butter_tests::workload::{butter_apply, butter_state, Workload};
 
@@ -88,7 +88,11 @@ fn run_case(dir: &Path, wl: &Workload, v: Variant, n: u64) -> (bool, Result<(), 
 
 fn check_case(dir: &Path, wl: &Workload, v: Variant, fs: &Arc<FaultyFs>) -> Result<(), String> {
     let (mut acked, mut started) = (0, 0);
+    // Background merges in the waited mode: each commit first waits for the running merge,
+    // so the merge's operations (write, write-back, clone, unlink) are numbered the same in
+    // every run and are swept like the commit's own.
     match Env::builder(dir)
+        .compaction(Compaction::BackgroundWaited)
         .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
         .open()
     {
@@ -154,6 +158,22 @@ fn fail_every_operation() {
         return;
     };
     let wl = Workload::new(SEED, TXNS + 2);
+    // The sweep covers background merges only if the workload makes some.
+    let healthy = base.join("healthy");
+    let env = Env::builder(&healthy)
+        .compaction(Compaction::BackgroundWaited)
+        .open()
+        .expect("open");
+    let mut merges = 0;
+    for i in 1..=TXNS {
+        merges += butter_apply(&env, wl.txn(i))
+            .expect("commit")
+            .merges_installed;
+    }
+    drop(env);
+    remove_db_dir(&healthy);
+    println!("background merges swapped in by the healthy run: {merges}");
+    assert!(merges > 0, "the workload makes no background merge");
     let t0 = Instant::now();
     let mut points = 0u64;
     let mut violations: Vec<String> = Vec::new();
