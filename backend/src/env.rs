@@ -758,7 +758,7 @@ impl Env {
         let mut retired: Vec<Arc<Segment>> = Vec::new();
         let mut written: Vec<PathBuf> = Vec::new();
 
-        // Step 1a: swap in a finished background merge (its file is already written back).
+        // Step 1 (design.md §3): swap in a finished background merge (already written back).
         if let Some(job) = writer.merge.take() {
             if self.compaction == Compaction::BackgroundWaited || job.handle.is_finished() {
                 self.install_merge(job, &mut tables, &mut retired, &mut info)?;
@@ -767,7 +767,7 @@ impl Env {
             }
         }
 
-        // Step 1 (table format Sqlite): apply each memtable to its table's file in live/.
+        // Step 2 (table format Sqlite): apply each memtable to its table's file in live/.
         if self.table_format == TableFormat::Sqlite {
             for i in writer.sqlite.len()..tables.len() {
                 let path = self.live.join(sqlite::file_name(i));
@@ -784,7 +784,7 @@ impl Env {
                 }
             }
         }
-        // Step 1: write each changed table's memtable (merged with some of its newest
+        // Step 2: write each changed table's memtable (merged with some of its newest
         // segments) as one new segment file in live/.
         for (i, (table, mem)) in tables.iter_mut().zip(memtables).enumerate() {
             if mem.is_empty() || self.table_format == TableFormat::Sqlite {
@@ -825,7 +825,7 @@ impl Env {
             let seg = Segment::open(path, seq, bytes.len() as u64, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
         }
-        // Step 1b: wait for the new segments' write-back (started as each was written), so a
+        // Step 2b: wait for the new segments' write-back (started as each was written), so a
         // write error fails this commit instead of vanishing inside the snapshot.
         for path in &written {
             self.fs
@@ -834,7 +834,7 @@ impl Env {
         }
         fail_point("commit::after_segments");
 
-        // Step 2: the new manifest, written beside the old one and renamed over it.
+        // Step 3: the new manifest, written beside the old one and renamed over it.
         let manifest = Manifest {
             table_format: self.table_format.code(),
             generation,
@@ -857,7 +857,7 @@ impl Env {
         };
         info.bytes_written += write_manifest(&*self.fs, &self.live, &manifest)?;
 
-        // Step 3: unlink merged-away segments from live/ (older generations keep them).
+        // Step 4: unlink merged-away segments from live/ (older generations keep them).
         for s in &retired {
             let path = self.live.join(segment::file_name(s.seq));
             self.fs
@@ -867,7 +867,7 @@ impl Env {
         fail_point("commit::before_snapshot");
         info.write_us = started.elapsed().as_micros() as u64;
 
-        // Step 4: the commit point. Creating the read-only snapshot flushes live/ and commits
+        // Step 5: the commit point. Creating the read-only snapshot flushes live/ and commits
         // the btrfs transaction before returning.
         let snap_started = Instant::now();
         let gen_dir = self.root.join(gen_name(generation));
@@ -882,18 +882,17 @@ impl Env {
         info.snapshot_us = snap_started.elapsed().as_micros() as u64;
         fail_point("commit::after_snapshot");
 
-        // Step 5: publish in memory, then delete unpinned older generations.
+        // Step 6: publish in memory and start the next background merge if one is due.
         let version = Arc::new(Version { generation, tables });
         *self.current.write() = version.clone();
         self.old_generations.lock().push(base.generation);
         for s in &retired {
             self.cache.evict_segment(s.seq, s.block_count());
         }
-        // Step 6: start the next background merge if one is due.
         if writer.merge.is_none() {
             self.start_merge(writer, &version);
         }
-        // The commit is durable; a failure to delete an old generation is not a commit
+        // Step 7. The commit is durable; a failure to delete an old generation is not a commit
         // failure. It is retried after the next commit and at the next open.
         if let Err(e) = self.collect_garbage() {
             eprintln!("butter_db: could not delete an old generation (will retry): {e}");

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use butter_db::Env;
+use butter_db::{Compaction, Env};
 use slasher_adapters::DatabaseBackend;
 
 use crate::adapter_workload::{self, CHILD_BACKEND};
@@ -218,7 +218,8 @@ fn verify_butter(db: &Path, wl: &Workload, progress: &Progress) -> Result<u64, S
 /// of the workload seeded by `CHILD_SEED`, printing `START i` before and `ACK i` after each
 /// commit (with `CHILD_ACK_EARLY=1`, a deliberately broken acknowledgement before the
 /// commit). After a commit it prints `DEFERRED i` if its generation's snapshot does not
-/// exist yet. On an error it prints `ERR i <error>` and checks the environment refuses writes
+/// exist yet, and `MERGED i n` if it swapped in n background merges (the child runs them in
+/// the waited mode, so a baseline run and the faulty runs issue the same operations). On an error it prints `ERR i <error>` and checks the environment refuses writes
 /// (`POISONED`) and still reads the last commit (`READS_OK`), then exits.
 pub fn child_main() {
     let Some(db) = std::env::var_os("CHILD_DB") else {
@@ -233,7 +234,10 @@ pub fn child_main() {
         println!("{s}");
         std::io::Write::flush(&mut std::io::stdout()).expect("stdout");
     };
-    let env = match Env::open_path(PathBuf::from(&db)) {
+    let opened = Env::builder(PathBuf::from(&db))
+        .compaction(Compaction::BackgroundWaited)
+        .open();
+    let env = match opened {
         Ok(env) => env,
         Err(e) => {
             say(format!("ERR 0 {e}"));
@@ -255,6 +259,9 @@ pub fn child_main() {
                 let gen = Path::new(&db).join(format!("gen-{:020}", info.generation));
                 if !gen.exists() {
                     say(format!("DEFERRED {i}"));
+                }
+                if info.merges_installed > 0 {
+                    say(format!("MERGED {i} {}", info.merges_installed));
                 }
             }
             Err(e) => {
