@@ -326,6 +326,14 @@ impl Fs for BtrfsFs {
     fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()> {
         let source = File::open(src)?;
         let dest = OpenOptions::new().write(true).create_new(true).open(dst)?;
+        // btrfs refuses (EINVAL) to clone between a file with data checksums and one without,
+        // and a new file takes nodatacow (`chattr +C`) from its directory, so the two can
+        // differ. Give the empty destination the source's flag.
+        let want = sys::inode_flags(source.as_fd())? & sys::FS_NOCOW_FL;
+        let have = sys::inode_flags(dest.as_fd())?;
+        if have & sys::FS_NOCOW_FL != want {
+            sys::set_inode_flags(dest.as_fd(), (have & !sys::FS_NOCOW_FL) | want)?;
+        }
         sys::ficlone(&dest, &source)
     }
 

@@ -152,6 +152,14 @@ nix::ioctl_none!(ioc_sync, BTRFS_IOCTL_MAGIC, 8);
 nix::ioctl_read!(ioc_start_sync, BTRFS_IOCTL_MAGIC, 24, u64);
 nix::ioctl_write_ptr!(ioc_wait_sync, BTRFS_IOCTL_MAGIC, 22, u64);
 nix::ioctl_write_int!(ioc_ficlone, BTRFS_IOCTL_MAGIC, 9);
+// FS_IOC_GETFLAGS/SETFLAGS are declared with `long` but pass an `int` (fs/ioctl.c), so the
+// request numbers come from libc and the argument type is spelled out.
+nix::ioctl_read_bad!(fs_ioc_getflags, libc::FS_IOC_GETFLAGS, libc::c_int);
+nix::ioctl_write_ptr_bad!(fs_ioc_setflags, libc::FS_IOC_SETFLAGS, libc::c_int);
+
+/// `FS_NOCOW_FL` from `include/uapi/linux/fs.h`: the file is nodatacow (`chattr +C`), and on
+/// btrfs also has no data checksums. Settable only while the file is empty.
+pub const FS_NOCOW_FL: u32 = 0x0080_0000;
 nix::ioctl_write_ptr!(ioc_ficlonerange, BTRFS_IOCTL_MAGIC, 13, file_clone_range);
 
 // The request numbers the macros above compute, against the values in the uapi headers
@@ -348,6 +356,24 @@ pub fn wait_sync(fd: BorrowedFd<'_>, transid: u64) -> io::Result<()> {
     // SAFETY: `fd` is open for the whole call (borrowed); `transid` is a live, aligned u64 the
     // kernel only reads.
     unsafe { ioc_wait_sync(fd.as_raw_fd(), &transid) }?;
+    Ok(())
+}
+
+/// `FS_IOC_GETFLAGS`: the inode flags (`chattr` attributes) of an open file.
+pub fn inode_flags(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut flags: libc::c_int = 0;
+    // SAFETY: `fd` is open for the whole call (borrowed); `flags` is a live, aligned int, the
+    // size the kernel writes for this request.
+    unsafe { fs_ioc_getflags(fd.as_raw_fd(), &mut flags) }?;
+    Ok(flags as u32)
+}
+
+/// `FS_IOC_SETFLAGS`: replaces the inode flags of an open file.
+pub fn set_inode_flags(fd: BorrowedFd<'_>, flags: u32) -> io::Result<()> {
+    let flags = flags as libc::c_int;
+    // SAFETY: `fd` is open for the whole call (borrowed); `flags` is a live, aligned int the
+    // kernel only reads.
+    unsafe { fs_ioc_setflags(fd.as_raw_fd(), &flags) }?;
     Ok(())
 }
 

@@ -79,7 +79,10 @@ fn run_tier(
          background merge"
     );
     // The cuts cover merged segments entering live/ by reflink only if the workload makes some.
-    assert!(merged > 0, "the baseline run swapped in no background merge");
+    assert!(
+        merged > 0,
+        "the baseline run swapped in no background merge"
+    );
     let mut tally = Tally {
         points: 0,
         violations: Vec::new(),
