@@ -650,10 +650,11 @@ impl Env {
         }
     }
 
-    /// Swap a finished background merge into `tables` (step 1a of the commit): clone its file
+    /// Swap a finished background merge into `tables` (step 1 of the commit): clone its file
     /// into `live/` and replace its inputs with it. A merge that failed, or whose inputs are
     /// no longer the table's segments (cannot happen while commits leave them alone), is
-    /// dropped: the data is still in its inputs. Only the clone can fail the commit.
+    /// dropped: the data is still in its inputs. Only the clone and opening it can fail the
+    /// commit.
     fn install_merge(
         &self,
         job: MergeJob,
