@@ -203,6 +203,18 @@ struct MergeJob {
     handle: JoinHandle<Result<Merged>>,
 }
 
+impl MergeJob {
+    /// Where the merge's inputs start in `segments`, if they are still there as one run.
+    fn position_in(&self, segments: &[Arc<Segment>]) -> Option<usize> {
+        let at = segments.iter().position(|s| s.seq == self.inputs[0])?;
+        let run = segments.get(at..at + self.inputs.len())?;
+        run.iter()
+            .zip(&self.inputs)
+            .all(|(s, &seq)| s.seq == seq)
+            .then_some(at)
+    }
+}
+
 /// What a finished background merge produced.
 #[derive(Debug)]
 struct Merged {
@@ -662,6 +674,8 @@ impl Env {
         retired: &mut Vec<Arc<Segment>>,
         info: &mut CommitInfo,
     ) -> Result<()> {
+        let segments = tables.get_mut(job.table).map(|t| &mut t.segments);
+        let place = segments.as_ref().and_then(|segs| job.position_in(segs));
         let merged = match job.handle.join() {
             Ok(Ok(m)) => Some(m),
             Ok(Err(e)) => {
@@ -673,15 +687,6 @@ impl Env {
                 None
             }
         };
-        let segments = tables.get_mut(job.table).map(|t| &mut t.segments);
-        let place = segments.as_ref().and_then(|segs| {
-            let at = segs.iter().position(|s| s.seq == job.inputs[0])?;
-            let same = segs.get(at..at + job.inputs.len())?;
-            same.iter()
-                .zip(&job.inputs)
-                .all(|(s, &seq)| s.seq == seq)
-                .then_some(at)
-        });
         let (Some(merged), Some(segments), Some(at)) = (merged, segments, place) else {
             self.discard_merge_file(&job.work_path);
             return Ok(());
@@ -793,13 +798,10 @@ impl Env {
             }
             // Segments a running background merge reads are not merged here.
             let free = match &writer.merge {
-                Some(job) if job.table == i => table
-                    .segments
-                    .iter()
-                    .position(|s| s.seq == job.inputs[0])
-                    .unwrap_or(table.segments.len()),
-                _ => table.segments.len(),
-            };
+                Some(job) if job.table == i => job.position_in(&table.segments),
+                _ => None,
+            }
+            .unwrap_or(table.segments.len());
             let (merge, estimate) = self.commit_merge_count(mem, &table.segments, free);
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
