@@ -645,7 +645,13 @@ impl Env {
         let (path, seqs) = (work_path.clone(), inputs.iter().map(|s| s.seq).collect());
         let spawned = std::thread::Builder::new()
             .name("butter-merge".into())
-            .spawn(move || run_merge(&*fs, &inputs, drop_tombstones, &path));
+            .spawn(move || {
+                // The merge uses only CPU time the slasher leaves idle.
+                if let Err(e) = sys::set_current_thread_idle() {
+                    eprintln!("butter_db: merge thread keeps normal priority: {e}");
+                }
+                run_merge(&*fs, &inputs, drop_tombstones, &path)
+            });
         match spawned {
             Ok(handle) => {
                 writer.merge = Some(MergeJob {

@@ -359,6 +359,20 @@ pub fn wait_sync(fd: BorrowedFd<'_>, transid: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Moves the calling thread to `SCHED_IDLE`: it runs only when a CPU has nothing else to run.
+/// Lowering one's own priority needs no privilege.
+pub fn set_current_thread_idle() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a live, initialised struct the kernel only reads; pid 0 names the
+    // calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `FS_IOC_GETFLAGS`: the inode flags (`chattr` attributes) of an open file.
 pub fn inode_flags(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let mut flags: libc::c_int = 0;
