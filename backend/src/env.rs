@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use std::os::unix::fs::OpenOptionsExt;
+
 use nix::fcntl::{Flock, FlockArg};
 use parking_lot::{Mutex, RwLock};
 
@@ -17,20 +19,15 @@ use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
+use crate::root::{self, gen_name, Kind, COMPACT_DIR, ID_FILE, LIVE_DIR, LOCK_FILE};
 use crate::segment::{self, Block, Segment, SegmentBuilder};
 use crate::sqlite::{self, SqliteTable};
 use crate::sys;
 use crate::txn::{ReadTxn, TableHandle, WriteTxn};
 
-/// Name of the writable working subvolume.
-pub(crate) const LIVE_DIR: &str = "live";
 /// Name of the manifest inside `live/` and every `gen-N/`.
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
 const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
-const LOCK_FILE: &str = "butter.lock";
-/// Directory (beside `live/`, outside every snapshot) where background merges write.
-const COMPACT_DIR: &str = "compact";
-const GEN_PREFIX: &str = "gen-";
 
 /// Merges keep a table at about this many segments; with merges inside the commit
 /// ([`Compaction::Inline`]) it is a hard limit.
@@ -43,6 +40,10 @@ const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
 const COMMIT_MERGE_BUDGET: u64 = 4;
 /// A run of newer segments is merged into an older one once it is at least 1/RATIO its size.
 const MERGE_RATIO: u64 = 2;
+/// Deleted generations after which the filesystem is asked to reclaim their space.
+const MAX_UNRECLAIMED_GENERATIONS: u64 = 8;
+/// The longest a commit that hit ENOSPC waits for deleted generations to be reclaimed.
+const RECLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Default block cache size.
 const DEFAULT_BLOCK_CACHE_BYTES: usize = 256 << 20;
 
@@ -112,6 +113,7 @@ pub struct EnvBuilder {
     block_cache_bytes: usize,
     table_format: TableFormat,
     compaction: Compaction,
+    group_access: bool,
     fs: Arc<dyn Fs>,
 }
 
@@ -123,8 +125,17 @@ impl EnvBuilder {
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
             table_format: TableFormat::Segments,
             compaction: Compaction::Background,
+            group_access: false,
             fs: Arc::new(BtrfsFs),
         }
+    }
+
+    /// Let the owner's group read the files the engine creates: directories 0750 and files
+    /// 0640 instead of the default 0700 and 0600 (the umask still applies). Changes nothing
+    /// already on disk.
+    pub fn group_access(mut self, allow: bool) -> Self {
+        self.group_access = allow;
+        self
     }
 
     /// Bytes of decoded segment blocks kept in memory (default 256 MiB).
@@ -156,7 +167,9 @@ impl EnvBuilder {
     ///
     /// # Errors
     /// [`Error::NotBtrfs`], [`Error::PermissionDenied`], [`Error::Locked`] (another process has
-    /// it open), [`Error::NotSubvolumeCapable`], corrupt or truncated files
+    /// it open), [`Error::NotSubvolumeCapable`], [`Error::ForeignEntry`] (a symlink, an entry
+    /// of the wrong type or of another database where the engine keeps its own; nothing is
+    /// changed), corrupt or truncated files
     /// ([`Error::Corrupted`], [`Error::ChecksumMismatch`]), [`Error::UnsupportedFormatVersion`],
     /// and I/O errors.
     pub fn open(self) -> Result<Env> {
@@ -239,6 +252,11 @@ pub struct Env {
     pub(crate) cache: Arc<BlockCache>,
     table_format: TableFormat,
     compaction: Compaction,
+    /// Permission bits of the files the engine creates (0600, or 0640 with group access).
+    pub(crate) file_mode: u32,
+    /// Generations deleted since the filesystem was last asked to reclaim them (see
+    /// `collect_garbage`).
+    unreclaimed: AtomicU64,
     /// The single-writer lock.
     writer: Mutex<WriterState>,
     /// The newest committed version. Written only by the writer after a commit.
@@ -253,23 +271,16 @@ pub struct Env {
     _lock: Flock<File>,
 }
 
-/// `gen-<20 digits>`: zero-padded so names sort like numbers.
-pub(crate) fn gen_name(generation: u64) -> String {
-    format!("{GEN_PREFIX}{generation:020}")
-}
-
-fn parse_gen_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(GEN_PREFIX)?;
-    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
-}
-
 /// Test-only: acknowledge commits before their snapshot exists (the snapshot is taken at the
 /// start of the next commit). Deliberately breaks durability so the power-loss and kill tests
 /// can prove they catch a store that acknowledges too early. Only with feature `failpoints`.
 fn broken_ack_before_snapshot() -> bool {
     cfg!(feature = "failpoints") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
+}
+
+/// A warning about something the engine recovered from or will retry.
+fn log_warning(message: &str) {
+    eprintln!("butter_db: {message}");
 }
 
 fn fail_point(name: &str) {
@@ -299,8 +310,19 @@ impl Env {
 
     fn open(b: EnvBuilder) -> Result<Env> {
         let root = b.path;
-        if let Err(e) = std::fs::create_dir_all(&root) {
-            return Err(Error::io("create database directory", &root, e));
+        let (file_mode, dir_mode) = if b.group_access {
+            (0o640, 0o750)
+        } else {
+            (0o600, 0o700)
+        };
+        let fs = b.fs;
+        if !root::check_kind(&root, Kind::Dir)? && !root::check_kind(&root, Kind::Subvolume)? {
+            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| Error::io("create database directory", parent, e))?;
+            }
+            fs.create_dir(&root, dir_mode)
+                .map_err(|e| Error::io("create database directory", &root, e))?;
         }
         let fs_type = sys::filesystem_type(&root).map_err(|e| Error::io("statfs", &root, e))?;
         if !fs_type.is_btrfs() {
@@ -316,8 +338,13 @@ impl Env {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(file_mode)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&lock_path)
-            .map_err(|e| Error::io("open lock file", &lock_path, e))?;
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
+                _ => Error::io("open lock file", &lock_path, e),
+            })?;
         let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
@@ -328,13 +355,22 @@ impl Env {
             }
             Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
         };
-        let fs = b.fs;
+        // Everything by our names is checked before anything is touched.
+        let scan = root::scan(&root)?;
         let live = root.join(LIVE_DIR);
-        let mut gens = list_generations(&root)?;
+        let id = match scan.id {
+            Some(id) => id,
+            None => {
+                let id = root::DbId::generate()?;
+                root::write_id(&*fs, &root, &id, file_mode)?;
+                id
+            }
+        };
+        let mut gens = scan.generations;
         if gens.is_empty() {
             // A fresh database, or one whose very first commit never completed.
             fail_point("recovery::init");
-            if live.exists() {
+            if scan.live {
                 fs.delete_subvolume(&live)
                     .map_err(|e| Error::io("delete subvolume", &live, e))?;
             }
@@ -349,23 +385,33 @@ impl Env {
                     }
                     _ => Error::io("create subvolume", &live, e),
                 })?;
+            // Snapshots copy this mode, so every generation has it too.
+            fs.set_mode(&live, dir_mode)
+                .map_err(|e| Error::io("chmod", &live, e))?;
+            let live_id = live.join(ID_FILE);
+            fs.write_new_file(&live_id, &id.encode(), file_mode)
+                .map_err(|e| Error::io("write", &live_id, e))?;
             let manifest = Manifest {
                 table_format: b.table_format.code(),
                 generation: 0,
                 next_seq: 1,
                 tables: Vec::new(),
             };
-            write_manifest(&*fs, &live, &manifest)?;
+            write_manifest(&*fs, &live, &manifest, file_mode)?;
             let gen0 = root.join(gen_name(0));
             fs.snapshot(&live, &gen0, true)
                 .map_err(|e| Error::io("snapshot", &gen0, e))?;
             gens.push(0);
         }
+        // Every generation must be this database's before one is adopted or deleted.
+        for &g in &gens {
+            root::check_generation_id(&root.join(gen_name(g)), &id)?;
+        }
         let newest = gens.last().copied().unwrap_or(0);
         let newest_dir = root.join(gen_name(newest));
         let manifest_path = newest_dir.join(MANIFEST_FILE);
-        let bytes =
-            std::fs::read(&manifest_path).map_err(|e| Error::io("read", &manifest_path, e))?;
+        let bytes = root::read_nofollow(&manifest_path)
+            .map_err(|e| Error::io("read", &manifest_path, e))?;
         let manifest = Manifest::decode(&bytes, &manifest_path)?;
         if manifest.generation != newest {
             return Err(Error::corrupted(
@@ -387,7 +433,7 @@ impl Env {
         }
         // Whatever `live/` holds was never committed (or equals gen-N): start over from gen-N.
         fail_point("recovery::discard_live");
-        if live.exists() {
+        if root::check_kind(&live, Kind::Subvolume)? {
             fs.delete_subvolume(&live)
                 .map_err(|e| Error::io("delete subvolume", &live, e))?;
         }
@@ -425,7 +471,7 @@ impl Env {
         };
         // Background merges that never got swapped in (the process stopped first).
         let compact = root.join(COMPACT_DIR);
-        clear_compact_dir(&*fs, &compact)?;
+        root::clear_compact_dir(&*fs, &compact, dir_mode)?;
         let env = Env {
             id: NEXT_ENV_ID.fetch_add(1, Ordering::Relaxed),
             root,
@@ -435,6 +481,8 @@ impl Env {
             cache,
             table_format: b.table_format,
             compaction: b.compaction,
+            file_mode,
+            unreclaimed: AtomicU64::new(0),
             writer: Mutex::new(WriterState {
                 sqlite: sqlite_tables,
                 deferred_snapshot: None,
@@ -565,7 +613,23 @@ impl Env {
                 }
             }
         }
+        let deleted = (old.len() - keep.len()) as u64;
         *old = keep;
+        drop(pins);
+        drop(old);
+        // btrfs frees a deleted subvolume's space only when its cleaner thread gets to it,
+        // which it otherwise does on its own schedule (every 30 s by default): a fast
+        // sequence of commits could leave dozens of deleted generations holding space. A
+        // transaction commit wakes the cleaner, so one is asked for every
+        // MAX_UNRECLAIMED_GENERATIONS deletions.
+        if self.unreclaimed.fetch_add(deleted, Ordering::Relaxed) + deleted
+            >= MAX_UNRECLAIMED_GENERATIONS
+        {
+            self.unreclaimed.store(0, Ordering::Relaxed);
+            if let Err(e) = self.fs.sync(&self.root) {
+                log_warning(&format!("could not ask btrfs to reclaim space: {e}"));
+            }
+        }
         first_error.map_or(Ok(()), Err)
     }
 
@@ -578,11 +642,76 @@ impl Env {
         new_tables: &[String],
         memtables: &[Memtable],
     ) -> Result<CommitInfo> {
-        let r = self.commit_inner(writer, base, new_tables, memtables);
+        let mut r = self.commit_inner(writer, base, new_tables, memtables);
+        if let Err(Error::DiskFull { op, path }) = &r {
+            // Space held by deleted generations comes back only when btrfs's cleaner has
+            // processed them: put live/ back to the committed state, let btrfs reclaim, and
+            // try once more.
+            log_warning(&format!(
+                "disk full during {op} {}; waiting for deleted generations to be reclaimed, \
+                 then retrying the commit once",
+                path.display()
+            ));
+            match self.undo_for_retry(base.generation) {
+                Ok(()) => r = self.commit_inner(writer, base, new_tables, memtables),
+                Err(e) => log_warning(&format!("cannot retry the commit: {e}")),
+            }
+        }
         if r.is_err() {
             self.poisoned.store(true, Ordering::Release);
         }
         r
+    }
+
+    /// After a commit failed before its snapshot: discard what it wrote (`live/` becomes a
+    /// writable snapshot of gen-`base` again, as at open) and wait for btrfs to reclaim the
+    /// generations deleted so far. Refuses if gen-(`base`+1) exists (the commit may have
+    /// taken effect).
+    fn undo_for_retry(&self, base: u64) -> Result<()> {
+        let next = self.root.join(gen_name(base + 1));
+        if root::check_kind(&next, Kind::Subvolume)? {
+            return Err(Error::foreign(
+                &next,
+                "the failed commit's snapshot exists; not retrying",
+            ));
+        }
+        self.fs
+            .delete_subvolume(&self.live)
+            .map_err(|e| Error::io("delete subvolume", &self.live, e))?;
+        let base_dir = self.root.join(gen_name(base));
+        self.fs
+            .snapshot(&base_dir, &self.live, false)
+            .map_err(|e| Error::io("snapshot", &self.live, e))?;
+        self.wait_for_reclaim();
+        Ok(())
+    }
+
+    /// Asks btrfs to commit its transaction, which also wakes the cleaner that frees deleted
+    /// subvolumes, and repeats until the free space stops growing (five polls 100 ms apart
+    /// without growth), for at most RECLAIM_WAIT.
+    fn wait_for_reclaim(&self) {
+        let deadline = Instant::now() + RECLAIM_WAIT;
+        let free = || {
+            nix::sys::statvfs::statvfs(&self.root)
+                .map(|s| s.blocks_available() * s.fragment_size())
+                .unwrap_or(0)
+        };
+        let mut best = free();
+        let mut still = 0;
+        while still < 5 && Instant::now() < deadline {
+            if let Err(e) = self.fs.sync(&self.root) {
+                log_warning(&format!("sync while waiting for free space: {e}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let now = free();
+            if now > best {
+                best = now;
+                still = 0;
+            } else {
+                still += 1;
+            }
+        }
+        self.unreclaimed.store(0, Ordering::Relaxed);
     }
 
     /// How many of a table's newest segments the commit merges with its memtable: the
@@ -642,6 +771,7 @@ impl Env {
         writer.next_seq += 1;
         let work_path = self.compact.join(segment::file_name(seq));
         let fs = self.fs.clone();
+        let mode = self.file_mode;
         let (path, seqs) = (work_path.clone(), inputs.iter().map(|s| s.seq).collect());
         let spawned = std::thread::Builder::new()
             .name("butter-merge".into())
@@ -650,7 +780,7 @@ impl Env {
                 if let Err(e) = sys::set_current_thread_idle() {
                     eprintln!("butter_db: merge thread keeps normal priority: {e}");
                 }
-                run_merge(&*fs, &inputs, drop_tombstones, &path)
+                run_merge(&*fs, &inputs, drop_tombstones, &path, mode)
             });
         match spawned {
             Ok(handle) => {
@@ -701,7 +831,7 @@ impl Env {
         if merged.entries > 0 {
             let path = self.live.join(segment::file_name(job.seq));
             self.fs
-                .clone_file(&job.work_path, &path)
+                .clone_file(&job.work_path, &path, self.file_mode)
                 .map_err(|e| Error::io("clone", &path, e))?;
             fail_point("commit::after_clone");
             self.discard_merge_file(&job.work_path);
@@ -823,7 +953,7 @@ impl Env {
             let (bytes, blocks) = builder.finish();
             let path = self.live.join(segment::file_name(seq));
             self.fs
-                .write_new_file_nowait(&path, &bytes)
+                .write_new_file_nowait(&path, &bytes, self.file_mode)
                 .map_err(|e| Error::io("write", &path, e))?;
             written.push(path.clone());
             info.segments_written += 1;
@@ -864,7 +994,7 @@ impl Env {
                 })
                 .collect(),
         };
-        info.bytes_written += write_manifest(&*self.fs, &self.live, &manifest)?;
+        info.bytes_written += write_manifest(&*self.fs, &self.live, &manifest, self.file_mode)?;
 
         // Step 4: unlink merged-away segments from live/ (older generations keep them).
         for s in &retired {
@@ -949,6 +1079,7 @@ fn run_merge(
     inputs: &[Arc<Segment>],
     drop_tombstones: bool,
     path: &Path,
+    mode: u32,
 ) -> Result<Merged> {
     let estimate = inputs.iter().map(|s| s.file_len).sum();
     let mut builder = SegmentBuilder::with_capacity(estimate);
@@ -962,7 +1093,7 @@ fn run_merge(
         });
     }
     let (bytes, blocks) = builder.finish();
-    fs.write_new_file_nowait(path, &bytes)
+    fs.write_new_file_nowait(path, &bytes, mode)
         .map_err(|e| Error::io("write", path, e))?;
     fs.write_back(path)
         .map_err(|e| Error::io("write back", path, e))?;
@@ -972,24 +1103,6 @@ fn run_merge(
         file_len: bytes.len() as u64,
         blocks,
     })
-}
-
-/// Create `compact/` if missing and delete whatever is in it: merges from an earlier process
-/// that were never swapped in. Nothing there is referenced by any manifest.
-fn clear_compact_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return std::fs::create_dir(dir).map_err(|e| Error::io("create directory", dir, e));
-        }
-        Err(e) => return Err(Error::io("list", dir, e)),
-    };
-    for entry in rd {
-        let path = entry.map_err(|e| Error::io("list", dir, e))?.path();
-        fs.remove_file(&path)
-            .map_err(|e| Error::io("unlink", &path, e))?;
-    }
-    Ok(())
 }
 
 /// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
@@ -1068,7 +1181,7 @@ impl Drop for Env {
 }
 
 /// Write `live/MANIFEST` by writing a temporary file and renaming it into place.
-fn write_manifest(fs: &dyn Fs, live: &Path, manifest: &Manifest) -> Result<u64> {
+fn write_manifest(fs: &dyn Fs, live: &Path, manifest: &Manifest, mode: u32) -> Result<u64> {
     let tmp = live.join(MANIFEST_TMP_FILE);
     let dst = live.join(MANIFEST_FILE);
     if tmp.exists() {
@@ -1076,37 +1189,9 @@ fn write_manifest(fs: &dyn Fs, live: &Path, manifest: &Manifest) -> Result<u64> 
             .map_err(|e| Error::io("unlink", &tmp, e))?;
     }
     let bytes = manifest.encode();
-    fs.write_new_file(&tmp, &bytes)
+    fs.write_new_file(&tmp, &bytes, mode)
         .map_err(|e| Error::io("write", &tmp, e))?;
     fs.rename(&tmp, &dst)
         .map_err(|e| Error::io("rename", &dst, e))?;
     Ok(bytes.len() as u64)
-}
-
-/// The generation numbers present under `root`, ascending.
-fn list_generations(root: &Path) -> Result<Vec<u64>> {
-    let mut gens = Vec::new();
-    let rd = std::fs::read_dir(root).map_err(|e| Error::io("list", root, e))?;
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io("list", root, e))?;
-        if let Some(g) = entry.file_name().to_str().and_then(parse_gen_name) {
-            gens.push(g);
-        }
-    }
-    gens.sort_unstable();
-    Ok(gens)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generation_names_sort_and_parse() {
-        assert_eq!(gen_name(7), "gen-00000000000000000007");
-        assert_eq!(parse_gen_name(&gen_name(u64::MAX)), Some(u64::MAX));
-        assert_eq!(parse_gen_name("gen-7"), None);
-        assert_eq!(parse_gen_name("gen-0000000000000000000x"), None);
-        assert!(gen_name(9) < gen_name(10));
-    }
 }

@@ -126,6 +126,20 @@ pub enum Error {
         #[source]
         source: rusqlite::Error,
     },
+    /// Something under the database directory was not made by this database: a symlink, an
+    /// entry of the wrong type, a generation of another database, a file in `compact/` that is
+    /// not a merge output, or a database directory without its identity file. Nothing was
+    /// changed or deleted.
+    #[error("{path} was not made by this butter_db database ({reason}); nothing was changed")]
+    ForeignEntry {
+        /// The entry.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A table name longer than the manifest can store.
+    #[error("table name of {0} bytes is longer than the maximum of 65535")]
+    NameTooLong(usize),
     /// A cursor operation needed a current entry.
     #[error("cursor is not positioned on an entry")]
     CursorUnpositioned,
@@ -140,6 +154,14 @@ impl Error {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull { op, path },
             Some(libc::EACCES) | Some(libc::EPERM) => Error::PermissionDenied { op, path, source },
             _ => Error::Io { op, path, source },
+        }
+    }
+
+    /// A [`Error::ForeignEntry`] for `path`.
+    pub(crate) fn foreign(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::ForeignEntry {
+            path: path.into(),
+            reason: reason.into(),
         }
     }
 

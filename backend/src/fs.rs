@@ -26,13 +26,16 @@ pub trait Fs: Send + Sync + Debug {
     /// Create a new file (fails if it exists) holding exactly `data`, and write it back to the
     /// device so that a write error is reported here, before the snapshot (btrfs's snapshot
     /// writes back dirty data too, but does not fail when that write-back does). No fsync.
-    fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()>;
+    /// The file gets permission bits `mode` (before the umask) and is never reached through a
+    /// symlink.
+    fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
 
     /// Create a new file (fails if it exists) holding exactly `data` and start writing it back
     /// to the device without waiting, so the device works while the caller goes on. Write
     /// errors are reported by a later [`Fs::write_back`] of the same path, which the caller
     /// must make before relying on the file.
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8]) -> io::Result<()>;
+    /// Permission bits and symlinks as for [`Fs::write_new_file`].
+    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
 
     /// Write back a file changed through another descriptor (SQLite's) or created by
     /// [`Fs::write_new_file_nowait`], waiting for it and reporting write errors, as
@@ -43,7 +46,14 @@ pub trait Fs: Send + Sync + Debug {
     /// both share `src`'s extents, no data is copied. Both on the same btrfs filesystem, in
     /// the same subvolume or not. `src` must have been written back already ([`Fs::write_back`]);
     /// the copy is durable with the next snapshot of the subvolume holding `dst`.
-    fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()>;
+    /// `dst` gets permission bits `mode`; neither path is followed through a symlink.
+    fn clone_file(&self, src: &Path, dst: &Path, mode: u32) -> io::Result<()>;
+
+    /// Create the directory `path` (its parent must exist) with permission bits `mode`.
+    fn create_dir(&self, path: &Path, mode: u32) -> io::Result<()>;
+
+    /// Set the permission bits of `path` (not followed if it is a symlink: refused).
+    fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()>;
 
     /// Rename a file, replacing the destination.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -63,7 +73,7 @@ use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 
 use crate::sys;
 
@@ -117,6 +127,25 @@ fn parent_and_name(path: &Path) -> io::Result<(&Path, &OsStr)> {
         _ => Path::new("."),
     };
     Ok((parent, name))
+}
+
+/// Creates the new file `path` for writing with permission bits `mode`: fails if anything,
+/// a symlink included, is already there (`O_EXCL` never follows a final symlink).
+fn create_new(path: &Path, mode: u32) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Opens `path` for reading, refusing (`ELOOP`) a symlink.
+fn open_nofollow(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 fn open_dir(path: &Path) -> io::Result<File> {
@@ -300,14 +329,14 @@ impl Fs for BtrfsFs {
         self.delete_subvolume_reporting(path).map(|_| ())
     }
 
-    fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
-        let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        let mut file = create_new(path, mode)?;
         file.write_all(data)?;
         sys::write_back(file.as_fd())
     }
 
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8]) -> io::Result<()> {
-        let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        let mut file = create_new(path, mode)?;
         // Written in pieces, each handed to the device at once: a large segment is on its way
         // to the disk while the rest of it (and the next segments) are still being copied.
         let mut offset = 0u64;
@@ -320,12 +349,12 @@ impl Fs for BtrfsFs {
     }
 
     fn write_back(&self, path: &Path) -> io::Result<()> {
-        sys::write_back(File::open(path)?.as_fd())
+        sys::write_back(open_nofollow(path)?.as_fd())
     }
 
-    fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()> {
-        let source = File::open(src)?;
-        let dest = OpenOptions::new().write(true).create_new(true).open(dst)?;
+    fn clone_file(&self, src: &Path, dst: &Path, mode: u32) -> io::Result<()> {
+        let source = open_nofollow(src)?;
+        let dest = create_new(dst, mode)?;
         // btrfs refuses (EINVAL) to clone between a file with data checksums and one without,
         // and a new file takes nodatacow (`chattr +C`) from its directory, so the two can
         // differ. Give the empty destination the source's flag.
@@ -335,6 +364,17 @@ impl Fs for BtrfsFs {
             sys::set_inode_flags(dest.as_fd(), (have & !sys::FS_NOCOW_FL) | want)?;
         }
         sys::ficlone(&dest, &source)
+    }
+
+    fn create_dir(&self, path: &Path, mode: u32) -> io::Result<()> {
+        std::fs::DirBuilder::new().mode(mode).create(path)
+    }
+
+    fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {
+        if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+            return Err(invalid_path(path, "is a symlink"));
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -474,13 +514,15 @@ impl Fs for FaultyFs {
         self.run("delete_subvolume", || self.inner.delete_subvolume(path))
     }
 
-    fn write_new_file(&self, path: &Path, data: &[u8]) -> io::Result<()> {
-        self.run("write_new_file", || self.inner.write_new_file(path, data))
+    fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        self.run("write_new_file", || {
+            self.inner.write_new_file(path, data, mode)
+        })
     }
 
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
         self.run("write_new_file_nowait", || {
-            self.inner.write_new_file_nowait(path, data)
+            self.inner.write_new_file_nowait(path, data, mode)
         })
     }
 
@@ -488,8 +530,16 @@ impl Fs for FaultyFs {
         self.run("write_back", || self.inner.write_back(path))
     }
 
-    fn clone_file(&self, src: &Path, dst: &Path) -> io::Result<()> {
-        self.run("clone_file", || self.inner.clone_file(src, dst))
+    fn clone_file(&self, src: &Path, dst: &Path, mode: u32) -> io::Result<()> {
+        self.run("clone_file", || self.inner.clone_file(src, dst, mode))
+    }
+
+    fn create_dir(&self, path: &Path, mode: u32) -> io::Result<()> {
+        self.run("create_dir", || self.inner.create_dir(path, mode))
+    }
+
+    fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {
+        self.run("set_mode", || self.inner.set_mode(path, mode))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

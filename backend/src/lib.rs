@@ -24,6 +24,7 @@ pub mod fs;
 mod manifest;
 mod memkey;
 mod memtable;
+mod root;
 mod segment;
 mod sqlite;
 mod sys;

@@ -24,6 +24,7 @@
 use std::cmp::Ordering;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -299,7 +300,15 @@ impl Segment {
         expect_entries: u64,
         cache: Arc<BlockCache>,
     ) -> Result<Segment> {
-        let file = File::open(&path).map_err(|e| Error::io("open segment", &path, e))?;
+        // Never through a symlink: a segment is always a file this database wrote.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::foreign(&path, "it is a symlink"),
+                _ => Error::io("open segment", &path, e),
+            })?;
         let file_len = file
             .metadata()
             .map_err(|e| Error::io("stat segment", &path, e))?

@@ -196,8 +196,12 @@ impl<'env> WriteTxn<'env> {
     /// Open a table, creating it in this transaction if it does not exist.
     ///
     /// # Errors
-    /// Never for now; reserved for name validation.
+    /// [`Error::NameTooLong`] for a name of more than 65,535 bytes (the manifest stores the
+    /// length in 16 bits).
     pub fn create_table(&mut self, name: &str) -> Result<TableHandle> {
+        if name.len() > usize::from(u16::MAX) {
+            return Err(Error::NameTooLong(name.len()));
+        }
         let existing = self
             .base
             .tables

@@ -152,14 +152,14 @@ fn subvolume_with_files(dir: &Path, name: &str) -> PathBuf {
     let sv = dir.join(name);
     BtrfsFs.create_subvolume(&sv).expect("create subvolume");
     BtrfsFs
-        .write_new_file(&sv.join("a"), b"alpha")
+        .write_new_file(&sv.join("a"), b"alpha", 0o600)
         .expect("write a");
     BtrfsFs
-        .write_new_file(&sv.join("b"), b"beta")
+        .write_new_file(&sv.join("b"), b"beta", 0o600)
         .expect("write b");
     fs::create_dir(sv.join("sub")).expect("mkdir sub");
     BtrfsFs
-        .write_new_file(&sv.join("sub/c"), b"gamma")
+        .write_new_file(&sv.join("sub/c"), b"gamma", 0o600)
         .expect("write sub/c");
     sv
 }
@@ -204,10 +204,12 @@ fn create_subvolume_makes_a_subvolume_root() {
     );
     assert!(!BtrfsFs.is_readonly(&sv).unwrap());
 
-    BtrfsFs.write_new_file(&sv.join("f"), b"data").unwrap();
+    BtrfsFs
+        .write_new_file(&sv.join("f"), b"data", 0o600)
+        .unwrap();
     assert_eq!(read(&sv.join("f")), b"data");
     // write_new_file never replaces.
-    let again = BtrfsFs.write_new_file(&sv.join("f"), b"other");
+    let again = BtrfsFs.write_new_file(&sv.join("f"), b"other", 0o600);
     assert_eq!(errno(again), libc::EEXIST);
     assert_eq!(read(&sv.join("f")), b"data");
 
@@ -237,7 +239,7 @@ fn readonly_snapshot_contains_files_and_refuses_writes() {
     // The snapshot is frozen: later changes to the source do not show through.
     BtrfsFs.remove_file(&sv.join("a")).unwrap();
     BtrfsFs
-        .write_new_file(&sv.join("a.tmp"), b"alpha 2")
+        .write_new_file(&sv.join("a.tmp"), b"alpha 2", 0o600)
         .unwrap();
     BtrfsFs.rename(&sv.join("a.tmp"), &sv.join("b")).unwrap();
     assert_eq!(read(&sv.join("b")), b"alpha 2");
@@ -263,7 +265,7 @@ fn writable_snapshot_is_independent_of_its_source() {
     assert!(!BtrfsFs.is_readonly(&snap).unwrap());
     assert_eq!(read(&snap.join("sub/c")), b"gamma");
     BtrfsFs
-        .write_new_file(&snap.join("new"), b"only here")
+        .write_new_file(&snap.join("new"), b"only here", 0o600)
         .unwrap();
     BtrfsFs.remove_file(&snap.join("a")).unwrap();
     assert!(!sv.join("new").exists());
@@ -274,7 +276,9 @@ fn writable_snapshot_is_independent_of_its_source() {
     BtrfsFs.snapshot(&snap, &ro, true).unwrap();
     let rw_again = scratch.join("rw-again");
     BtrfsFs.snapshot(&ro, &rw_again, false).unwrap();
-    BtrfsFs.write_new_file(&rw_again.join("x"), b"x").unwrap();
+    BtrfsFs
+        .write_new_file(&rw_again.join("x"), b"x", 0o600)
+        .unwrap();
     assert_eq!(read(&rw_again.join("new")), b"only here");
 
     // set_readonly toggles the flag both ways.
@@ -465,7 +469,9 @@ fn sync_and_reflink() {
     let sv = subvolume_with_files(&scratch.path, "sv");
     BtrfsFs.sync(&sv).unwrap();
     BtrfsFs.sync(&sv.join("a")).unwrap();
-    BtrfsFs.write_new_file(&sv.join("dirty"), b"dirty").unwrap();
+    BtrfsFs
+        .write_new_file(&sv.join("dirty"), b"dirty", 0o600)
+        .unwrap();
     let transid = BtrfsFs.start_sync(&sv).unwrap();
     assert!(transid > 0);
     BtrfsFs.wait_sync(&sv, transid).unwrap();
@@ -473,7 +479,9 @@ fn sync_and_reflink() {
 
     // A 1 MiB file cloned within the subvolume and into another subvolume.
     let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
-    BtrfsFs.write_new_file(&sv.join("big"), &data).unwrap();
+    BtrfsFs
+        .write_new_file(&sv.join("big"), &data, 0o600)
+        .unwrap();
     let other = scratch.join("other");
     BtrfsFs.create_subvolume(&other).unwrap();
     for dest in [sv.join("big.clone"), other.join("big.clone")] {
@@ -515,13 +523,13 @@ fn sync_and_reflink() {
     let work = scratch.join("work");
     fs::create_dir(&work).unwrap();
     BtrfsFs
-        .write_new_file_nowait(&work.join("m"), &data)
+        .write_new_file_nowait(&work.join("m"), &data, 0o600)
         .unwrap();
     BtrfsFs.write_back(&work.join("m")).unwrap();
     BtrfsFs
-        .clone_file(&work.join("m"), &other.join("m"))
+        .clone_file(&work.join("m"), &other.join("m"), 0o600)
         .unwrap();
-    let again = BtrfsFs.clone_file(&work.join("m"), &other.join("m"));
+    let again = BtrfsFs.clone_file(&work.join("m"), &other.join("m"), 0o600);
     assert_eq!(errno(again), libc::EEXIST);
     BtrfsFs.remove_file(&work.join("m")).unwrap();
     BtrfsFs
@@ -779,7 +787,9 @@ fn unprivileged_child() {
     assert_read_only(&ro);
     let rw = dir.join("gen-1-rw");
     BtrfsFs.snapshot(&sv, &rw, false).unwrap();
-    BtrfsFs.write_new_file(&rw.join("more"), b"more").unwrap();
+    BtrfsFs
+        .write_new_file(&rw.join("more"), b"more", 0o600)
+        .unwrap();
     BtrfsFs.sync(&dir).unwrap();
 
     // ...but a snapshot of somebody else's subvolume does.
@@ -800,7 +810,9 @@ fn unprivileged_child() {
     // Nested: a subvolume inside the writable snapshot, and a read-only snapshot inside that.
     let nested = rw.join("nested");
     BtrfsFs.create_subvolume(&nested).unwrap();
-    BtrfsFs.write_new_file(&nested.join("n"), b"n").unwrap();
+    BtrfsFs
+        .write_new_file(&nested.join("n"), b"n", 0o600)
+        .unwrap();
     BtrfsFs
         .snapshot(&nested, &nested.join("nested-ro"), true)
         .unwrap();

@@ -1,0 +1,363 @@
+//! The database directory itself: which entries the engine owns there, how each one is checked
+//! before it is read, deleted or adopted, and the database's identity.
+//!
+//! The engine only touches names it uses (`butter.lock`, `butter.id`, `butter.id.tmp`, `live`,
+//! `compact`, `gen-<20 digits>`); anything else in the directory is left alone. Each of its own
+//! names is looked at with `lstat` (never through a symlink) and must have the type the engine
+//! gives it: a symlink, or a directory where a subvolume belongs, is [`Error::ForeignEntry`].
+//! Files are opened with `O_NOFOLLOW`. The directory is the caller's; its mode (0700 when the
+//! engine creates it) is what keeps other users from swapping entries between the check and
+//! the use.
+//!
+//! Identity: a database is created with 16 random bytes written to `butter.id` in the
+//! directory and to `butter.id` inside `live/`, so inside every generation. A generation whose
+//! identity differs (a snapshot of another database moved or linked in) is foreign, and so is
+//! a `live`, `compact` or `gen-*` entry in a directory that has no `butter.id`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::sys;
+
+/// The identity file, in the database directory and in `live/` (so in every generation).
+pub(crate) const ID_FILE: &str = "butter.id";
+/// Written, then renamed to [`ID_FILE`], when a database is created.
+pub(crate) const ID_TMP_FILE: &str = "butter.id.tmp";
+/// The writer's lock file.
+pub(crate) const LOCK_FILE: &str = "butter.lock";
+/// The writable working subvolume.
+pub(crate) const LIVE_DIR: &str = "live";
+/// Where background merges write (a plain directory outside every snapshot).
+pub(crate) const COMPACT_DIR: &str = "compact";
+const GEN_PREFIX: &str = "gen-";
+
+const ID_MAGIC: &[u8; 8] = b"BTRID001";
+const ID_LEN: usize = 8 + 16 + 4;
+
+/// A database's identity: 16 random bytes chosen at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DbId([u8; 16]);
+
+impl DbId {
+    /// A fresh identity from the kernel's random source.
+    pub(crate) fn generate() -> Result<DbId> {
+        let mut id = [0u8; 16];
+        File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut id))
+            .map_err(|e| Error::io("read", "/dev/urandom", e))?;
+        Ok(DbId(id))
+    }
+
+    /// The identity file's bytes: magic, the 16 bytes, CRC-32 of both.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(ID_LEN);
+        b.extend_from_slice(ID_MAGIC);
+        b.extend_from_slice(&self.0);
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(bytes: &[u8], path: &Path) -> Result<DbId> {
+        let (Some(body), Some(stored)) = (bytes.get(..ID_LEN - 4), bytes.get(ID_LEN - 4..)) else {
+            return Err(Error::corrupted(
+                path,
+                "identity file shorter than 28 bytes",
+            ));
+        };
+        if bytes.len() != ID_LEN || body.get(..8) != Some(ID_MAGIC.as_slice()) {
+            return Err(Error::foreign(path, "not a butter_db identity file"));
+        }
+        let got = crc32fast::hash(body);
+        let expected = u32::from_le_bytes(stored.try_into().unwrap_or_default());
+        if got != expected {
+            return Err(Error::ChecksumMismatch {
+                path: path.into(),
+                offset: 0,
+                expected,
+                got,
+            });
+        }
+        let mut id = [0u8; 16];
+        id.copy_from_slice(body.get(8..24).unwrap_or(&[0; 16]));
+        Ok(DbId(id))
+    }
+
+    fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The type an owned entry must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A regular file.
+    File,
+    /// A plain directory.
+    Dir,
+    /// A btrfs subvolume root.
+    Subvolume,
+}
+
+/// Whether `path` exists (without following a symlink) with the type `kind`; `Ok(false)` if
+/// nothing is there, [`Error::ForeignEntry`] for a symlink or another type.
+pub(crate) fn check_kind(path: &Path, kind: Kind) -> Result<bool> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("lstat", path, e)),
+    };
+    let ft = meta.file_type();
+    let found = if ft.is_symlink() {
+        "a symlink"
+    } else if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        match sys::is_subvolume_root(path) {
+            Ok(true) => "a subvolume",
+            Ok(false) => "a directory",
+            Err(e) => return Err(Error::io("lstat", path, e)),
+        }
+    } else {
+        "a special file"
+    };
+    let want = match kind {
+        Kind::File => "a regular file",
+        Kind::Dir => "a directory",
+        Kind::Subvolume => "a subvolume",
+    };
+    if found == want {
+        Ok(true)
+    } else {
+        Err(Error::foreign(
+            path,
+            format!("it is {found}; butter_db makes {want} there"),
+        ))
+    }
+}
+
+/// Reads an identity file, refusing a symlink or another type. `Ok(None)` if absent.
+pub(crate) fn read_id(path: &Path) -> Result<Option<DbId>> {
+    if !check_kind(path, Kind::File)? {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(ID_LEN);
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|f| f.take(ID_LEN as u64 + 1).read_to_end(&mut bytes))
+        .map_err(|e| Error::io("read", path, e))?;
+    DbId::decode(&bytes, path).map(Some)
+}
+
+/// Reads a whole file, refusing (`ELOOP`) a symlink.
+pub(crate) fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Writes the identity file `dir/butter.id` as a new file (never over an existing one),
+/// through a temporary name so that it is either absent or whole.
+pub(crate) fn write_id(fs: &dyn Fs, dir: &Path, id: &DbId, mode: u32) -> Result<()> {
+    let tmp = dir.join(ID_TMP_FILE);
+    if check_kind(&tmp, Kind::File)? {
+        return Err(Error::foreign(
+            &tmp,
+            "left by an interrupted database creation or not ours; remove it to create the \
+             database here",
+        ));
+    }
+    fs.write_new_file(&tmp, &id.encode(), mode)
+        .map_err(|e| Error::io("write", &tmp, e))?;
+    let dst = dir.join(ID_FILE);
+    fs.rename(&tmp, &dst)
+        .map_err(|e| Error::io("rename", &dst, e))
+}
+
+/// Checks that the generation directory `gen` carries identity `id`.
+pub(crate) fn check_generation_id(gen: &Path, id: &DbId) -> Result<()> {
+    let path = gen.join(ID_FILE);
+    match read_id(&path)? {
+        Some(found) if found == *id => Ok(()),
+        Some(found) => Err(Error::foreign(
+            gen,
+            format!(
+                "it belongs to database {}, this one is {}",
+                found.hex(),
+                id.hex()
+            ),
+        )),
+        None => Err(Error::foreign(gen, "it has no butter.id")),
+    }
+}
+
+/// The name of generation `generation`'s snapshot.
+pub(crate) fn gen_name(generation: u64) -> String {
+    format!("{GEN_PREFIX}{generation:020}")
+}
+
+pub(crate) fn parse_gen_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(GEN_PREFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// What the database directory holds of the engine's names.
+#[derive(Debug)]
+pub(crate) struct RootScan {
+    /// The identity, if `butter.id` exists.
+    pub(crate) id: Option<DbId>,
+    /// Generation numbers, ascending; each checked to be a subvolume (not its identity).
+    pub(crate) generations: Vec<u64>,
+    /// `live` exists (and is a subvolume).
+    pub(crate) live: bool,
+    /// `compact` exists (and is a directory).
+    pub(crate) compact: bool,
+}
+
+/// Looks at the engine's names under `root`, checking each one's type. Touches nothing.
+pub(crate) fn scan(root: &Path) -> Result<RootScan> {
+    let mut generations = Vec::new();
+    let rd = std::fs::read_dir(root).map_err(|e| Error::io("list", root, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", root, e))?;
+        let Some(g) = entry.file_name().to_str().and_then(parse_gen_name) else {
+            continue;
+        };
+        check_kind(&entry.path(), Kind::Subvolume)?;
+        generations.push(g);
+    }
+    generations.sort_unstable();
+    let scan = RootScan {
+        id: read_id(&root.join(ID_FILE))?,
+        generations,
+        live: check_kind(&root.join(LIVE_DIR), Kind::Subvolume)?,
+        compact: check_kind(&root.join(COMPACT_DIR), Kind::Dir)?,
+    };
+    if scan.id.is_none() {
+        // Without an identity the directory holds no database of ours: any entry by one of
+        // our names belongs to somebody else (or to a butter_db of the first format, which
+        // had no identity and cannot be opened by this version).
+        let mut names = Vec::new();
+        if scan.live {
+            names.push(PathBuf::from(LIVE_DIR));
+        }
+        if scan.compact {
+            names.push(PathBuf::from(COMPACT_DIR));
+        }
+        if let Some(&g) = scan.generations.first() {
+            names.push(PathBuf::from(gen_name(g)));
+        }
+        if let Some(name) = names.first() {
+            return Err(Error::foreign(
+                root.join(name),
+                format!(
+                    "{} has no {ID_FILE}, so it holds no database this version of butter_db \
+                     created (databases of the first format had no identity and must be made \
+                     anew)",
+                    root.display()
+                ),
+            ));
+        }
+    }
+    Ok(scan)
+}
+
+/// Whether `name` is a background merge's output (`<16 hex digits>.seg`).
+fn is_merge_output(name: &str) -> bool {
+    name.strip_suffix(".seg").is_some_and(|stem| {
+        stem.len() == 16
+            && stem
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// Creates `compact/` if missing (mode `dir_mode`), or deletes the merge outputs an earlier
+/// process left there. Anything else there (another name, a symlink, a directory) is
+/// [`Error::ForeignEntry`] and nothing is deleted.
+pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Result<()> {
+    if !check_kind(dir, Kind::Dir)? {
+        return fs
+            .create_dir(dir, dir_mode)
+            .map_err(|e| Error::io("create directory", dir, e));
+    }
+    let mut ours = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+        let path = entry.path();
+        let named = entry.file_name().to_str().is_some_and(is_merge_output);
+        if !named || !check_kind(&path, Kind::File)? {
+            return Err(Error::foreign(
+                path,
+                "compact/ holds only background merge outputs named <16 hex digits>.seg",
+            ));
+        }
+        ours.push(path);
+    }
+    for path in ours {
+        fs.remove_file(&path)
+            .map_err(|e| Error::io("unlink", &path, e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_names_sort_and_parse() {
+        assert_eq!(gen_name(7), "gen-00000000000000000007");
+        assert_eq!(parse_gen_name(&gen_name(u64::MAX)), Some(u64::MAX));
+        assert_eq!(parse_gen_name("gen-7"), None);
+        assert_eq!(parse_gen_name("gen-0000000000000000000x"), None);
+        assert!(gen_name(9) < gen_name(10));
+    }
+
+    #[test]
+    fn merge_output_names() {
+        assert!(is_merge_output("000000000000002c.seg"));
+        assert!(!is_merge_output("000000000000002C.seg"));
+        assert!(!is_merge_output("a"));
+        assert!(!is_merge_output("000000000000002c.seg.tmp"));
+        assert!(!is_merge_output("00000000000002c.seg"));
+    }
+
+    #[test]
+    fn identity_round_trips_and_rejects_damage() {
+        let id = DbId([7; 16]);
+        let p = Path::new("x");
+        let bytes = id.encode();
+        assert_eq!(DbId::decode(&bytes, p).ok(), Some(id));
+        let mut bad = bytes.clone();
+        bad[10] ^= 1;
+        assert!(matches!(
+            DbId::decode(&bad, p),
+            Err(Error::ChecksumMismatch { .. })
+        ));
+        assert!(matches!(
+            DbId::decode(b"hello", p),
+            Err(Error::Corrupted { .. })
+        ));
+        let mut other = bytes;
+        other[0] = b'X';
+        assert!(matches!(
+            DbId::decode(&other, p),
+            Err(Error::ForeignEntry { .. })
+        ));
+    }
+}
