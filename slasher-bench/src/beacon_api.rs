@@ -10,6 +10,10 @@
 //! ```
 //!
 //! A missed slot's file holds `null` or a body without `data` (the node answered 404).
+//!
+//! File names are exact ([`list_keys`]): `<N>.json` or `<N>.json.gz`, N in decimal without
+//! leading zeros; names starting with `.` are ignored; any other name, or one N both plain and
+//! gzipped, is an error. A response may be at most [`MAX_INFLATED_BYTES`] once inflated.
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -19,12 +23,17 @@ use slasher_adapters::slasher::types::{
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The most bytes one response file may hold once inflated (64 MiB): far above any real
+/// response (a mainnet committees response for ~1M validators is ~10 MB), far below what a
+/// small gzip can inflate to.
+pub const MAX_INFLATED_BYTES: u64 = 64 << 20;
+
 /// Why a response file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ApiFileError {
-    /// I/O.
-    #[error("read {}: {source}", path.display())]
+    /// I/O (the cause is the error's `source`).
+    #[error("read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -32,14 +41,52 @@ pub enum ApiFileError {
         #[source]
         source: std::io::Error,
     },
-    /// Not the JSON expected.
-    #[error("{}: invalid response JSON: {source}", path.display())]
+    /// Not the JSON expected (the parser's message is the error's `source`).
+    #[error("{}: invalid response JSON", path.display())]
     Json {
         /// The file.
         path: PathBuf,
         /// The error.
         #[source]
         source: serde_json::Error,
+    },
+    /// The file inflates (or is) larger than the cap.
+    #[error(
+        "{}: larger than {} MiB once inflated, the cap on one response file; not a beacon API \
+         response (or a corrupt or hostile gzip)",
+        path.display(),
+        limit >> 20
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap in bytes ([`MAX_INFLATED_BYTES`]).
+        limit: u64,
+    },
+    /// Entries of a response directory whose names break the file-name rules.
+    #[error(
+        "{}: {} file name(s) not of the form <N>.json or <N>.json.gz (N in decimal without \
+         leading zeros): {}",
+        dir.display(),
+        names.len(),
+        names.join(", ")
+    )]
+    BadNames {
+        /// The directory.
+        dir: PathBuf,
+        /// The names that did not match.
+        names: Vec<String>,
+    },
+    /// One key both as `<N>.json` and `<N>.json.gz`.
+    #[error(
+        "{}: slot/epoch {key} is there twice, as {key}.json and {key}.json.gz; keep one",
+        dir.display()
+    )]
+    Duplicate {
+        /// The directory.
+        dir: PathBuf,
+        /// The slot or epoch.
+        key: u64,
     },
 }
 
@@ -270,46 +317,98 @@ pub fn response_file(dir: &Path, key: u64) -> Option<PathBuf> {
     plain.is_file().then_some(plain)
 }
 
+/// The key of a response file name: `<N>.json` or `<N>.json.gz` with N a decimal u64 without
+/// leading zeros (`0` itself is allowed). `None` for any other name.
+pub fn key_of_name(name: &str) -> Option<u64> {
+    let stem = name
+        .strip_suffix(".json.gz")
+        .or_else(|| name.strip_suffix(".json"))?;
+    let canonical = !stem.is_empty()
+        && stem.bytes().all(|b| b.is_ascii_digit())
+        && (stem == "0" || !stem.starts_with('0'));
+    canonical.then(|| stem.parse().ok()).flatten()
+}
+
 /// The keys (slots or epochs) of the response files in `dir`, ascending.
 ///
 /// # Errors
-/// The directory cannot be listed.
+/// The directory cannot be listed; [`ApiFileError::BadNames`] if an entry (other than a name
+/// starting with `.`) is not named as [`key_of_name`] wants; [`ApiFileError::Duplicate`] if a
+/// key is there both as `.json` and `.json.gz`.
 pub fn list_keys(dir: &Path) -> Result<Vec<u64>, ApiFileError> {
     let io = |source| ApiFileError::Io {
         path: dir.to_path_buf(),
         source,
     };
     let mut keys = Vec::new();
+    let mut bad = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let name = entry.map_err(io)?.file_name();
         let name = name.to_string_lossy();
-        let stem = name
-            .strip_suffix(".json.gz")
-            .or_else(|| name.strip_suffix(".json"));
-        if let Some(key) = stem.and_then(|s| s.parse::<u64>().ok()) {
-            keys.push(key);
+        if name.starts_with('.') {
+            continue;
+        }
+        match key_of_name(&name) {
+            Some(key) => keys.push(key),
+            None => bad.push(name.into_owned()),
         }
     }
+    if !bad.is_empty() {
+        bad.sort();
+        return Err(ApiFileError::BadNames {
+            dir: dir.to_path_buf(),
+            names: bad,
+        });
+    }
     keys.sort_unstable();
-    keys.dedup();
+    if let Some(pair) = keys.windows(2).find(|w| w.first() == w.get(1)) {
+        return Err(ApiFileError::Duplicate {
+            dir: dir.to_path_buf(),
+            key: pair.first().copied().unwrap_or_default(),
+        });
+    }
     Ok(keys)
 }
 
-/// Read a response body from a file, gunzipping it if it starts with the gzip magic.
+/// Read a response body from a file, gunzipping it if it starts with the gzip magic; at most
+/// [`MAX_INFLATED_BYTES`].
 ///
 /// # Errors
-/// I/O or gzip errors.
+/// I/O or gzip errors; [`ApiFileError::TooLarge`] past the cap.
 pub fn read_body(path: &Path) -> Result<Vec<u8>, ApiFileError> {
+    read_body_limited(path, MAX_INFLATED_BYTES)
+}
+
+/// [`read_body`] with a cap of `limit` bytes (of the file, and of its inflated content).
+///
+/// # Errors
+/// As [`read_body`].
+pub fn read_body_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ApiFileError> {
     let io = |source| ApiFileError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let raw = std::fs::read(path).map_err(io)?;
+    let too_large = || ApiFileError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut raw = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut raw)
+        .map_err(io)?;
+    if raw.len() as u64 > limit {
+        return Err(too_large());
+    }
     if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(raw.len() * 8);
+        let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(raw.as_slice())
+            .take(limit.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(io)?;
+        if out.len() as u64 > limit {
+            return Err(too_large());
+        }
         Ok(out)
     } else {
         Ok(raw)

@@ -39,6 +39,19 @@ pub enum ImportError {
         /// The attestations directory.
         dir: PathBuf,
     },
+    /// Every slot in range is a missed slot: the fixture would hold 0 batches.
+    #[error(
+        "0 batches: the {slots} slot(s) in range {first}..={last} are all missed slots (their \
+         files hold null or no data); no fixture written"
+    )]
+    NoBatches {
+        /// Slots with files in range.
+        slots: usize,
+        /// First slot.
+        first: u64,
+        /// Last slot.
+        last: u64,
+    },
     /// Attestations and header of a slot disagree (one missing, or the header is for another
     /// slot).
     #[error("slot {slot}: {reason}")]
@@ -178,6 +191,10 @@ pub fn import_beacon_api(opts: &ImportOptions, out: &Path) -> Result<ImportSumma
         }
     };
 
+    if let Some(dir) = &opts.committees_dir {
+        // Checks the committee files' names (and duplicates) before anything is written.
+        beacon_api::list_keys(dir)?;
+    }
     let mut committees = match &opts.committees_dir {
         Some(dir) => Committees::Exact(ExactCommittees {
             dir: dir.clone(),
@@ -203,6 +220,14 @@ pub fn import_beacon_api(opts: &ImportOptions, out: &Path) -> Result<ImportSumma
         };
         writer.write_batch(&batch)?;
         committees.evict_before(slot / SLOTS_PER_EPOCH);
+    }
+    if writer.batch_count() == 0 {
+        // Dropping the writer removes its temporary files; nothing appears at `out`.
+        return Err(ImportError::NoBatches {
+            slots: slots.len(),
+            first,
+            last,
+        });
     }
 
     let (assignment, validator_count, active_validators) = match committees {
