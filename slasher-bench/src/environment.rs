@@ -97,7 +97,7 @@ pub enum EnvironmentError {
         fs: String,
     },
     /// `statfs` failed.
-    #[error("statfs {dir}: {source}")]
+    #[error("statfs {}", dir.display())]
     Statfs {
         /// The directory.
         dir: PathBuf,

@@ -8,6 +8,7 @@
 
 pub mod beacon_api;
 pub mod environment;
+pub mod errors;
 pub mod fixture;
 pub mod generate;
 pub mod import;

@@ -3,6 +3,9 @@
 //!
 //! Each subcommand is one variant of [`Command`] with its own `Args` struct and `run` function;
 //! add a subcommand by adding a variant and a match arm in [`main`].
+//!
+//! Errors are printed by [`slasher_bench::errors::render`]: the message and each cause once,
+//! no backtrace unless `--backtrace` or `SLASHER_BENCH_BACKTRACE=1` asks for one.
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -11,11 +14,17 @@ use slasher_bench::generate::{generate, GenerateOptions};
 use slasher_bench::import::{import_beacon_api, ImportOptions};
 use slasher_bench::record::{record, RecordOptions};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(name = "slasher-bench", version, about)]
 struct Cli {
+    /// On an error, also print where it was made (a backtrace); the same as
+    /// SLASHER_BENCH_BACKTRACE=1. Without it errors print no backtrace, whatever RUST_BACKTRACE
+    /// says.
+    #[arg(long, global = true)]
+    backtrace: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -39,6 +48,15 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "File names: every entry of the three directories must be named \
+    <N>.json or <N>.json.gz, where N is the slot (the epoch for committees) in decimal without \
+    leading zeros (4699968, not 04699968; slot 0 is 0). Names starting with '.' are ignored. \
+    Any other name, or the same N both as .json and .json.gz, is an error listing the files. \
+    A file is gunzipped if it starts with the gzip magic; one response may be at most 64 MiB \
+    once inflated. A file holding null or no `data` is a missed slot; an import that yields \
+    0 batches is an error."
+)]
 struct ImportArgs {
     /// Directory of `<slot>.json[.gz]` responses of `/eth/v1/beacon/blocks/<slot>/attestations`.
     #[arg(long)]
@@ -202,13 +220,28 @@ fn run_inspect(args: InspectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let backtrace = slasher_bench::errors::backtrace_wanted(cli.backtrace);
+    // anyhow captures a backtrace when RUST_LIB_BACKTRACE (else RUST_BACKTRACE) asks; ask for
+    // it exactly when it will be printed. Still one thread here, and children inherit it.
+    std::env::set_var("RUST_LIB_BACKTRACE", if backtrace { "1" } else { "0" });
+    if backtrace {
+        std::env::set_var(slasher_bench::errors::BACKTRACE_ENV, "1");
+    }
+    let outcome = match cli.command {
         Command::ImportBeaconApi(args) => run_import(args),
         Command::Record(args) => run_record(args),
         Command::Generate(args) => run_generate(args),
         Command::Inspect(args) => run_inspect(args),
         Command::Replay(args) => slasher_bench::replay::run(args),
         Command::Report(args) => slasher_bench::report::run(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", slasher_bench::errors::render(&e, backtrace));
+            ExitCode::FAILURE
+        }
     }
 }

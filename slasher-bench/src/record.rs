@@ -25,7 +25,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum RecordError {
     /// Local I/O.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}", path.display())]
     Io {
         /// Operation.
         op: &'static str,
