@@ -11,8 +11,8 @@
 #   1. installs what is missing (btrfs-progs, libclang-dev, build-essential, pkg-config, e2fsprogs);
 #   2. builds slasher-bench in release mode with every backend;
 #   3. picks the fixture: $BENCH_FIXTURE if set, else the default benchmark fixture of
-#      fixtures/README.md: the whole real mainnet sample ../shared/data/mainnet-merge-2022 (1,012
-#      blocks around the Merge, read in place), imported by `slasher-bench import-beacon-api`
+#      fixtures/README.md: the whole real mainnet sample committed in data/mainnet-merge-2022
+#      (1,012 blocks around the Merge, read in place), imported by `slasher-bench import-beacon-api`
 #      into $CARGO_TARGET_DIR/fixtures/mainnet-merge-2022.fixture unless already there;
 #   4. creates two equal sparse images (16 GiB each, BENCH_IMAGE_SIZE) side by side in one
 #      directory on the real disk (never tmpfs), formats one ext4 (inode tables and journal
@@ -46,7 +46,7 @@ TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 BIN=$TARGET/release/slasher-bench
 PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config e2fsprogs util-linux mount)
 IMAGE_SIZE=${BENCH_IMAGE_SIZE:-16G}
-SAMPLE=$REPO/../shared/data/mainnet-merge-2022
+SAMPLE=$REPO/data/mainnet-merge-2022
 START=$SECONDS
 
 log() { printf '[bench.sh] %s\n' "$*"; }
@@ -172,7 +172,7 @@ choose_fixture() {
                 --headers "$SAMPLE/headers" --name mainnet-merge-2022 --out "$FIXTURE"
         fi
     else
-        die "no fixture: set BENCH_FIXTURE, or provide the mainnet sample at $SAMPLE"
+        die "no fixture: set BENCH_FIXTURE, or restore the committed mainnet sample at $SAMPLE"
     fi
     log "fixture: $FIXTURE"
 }

@@ -1,4 +1,4 @@
-//! `import-beacon-api` on the real mainnet sample in `../shared/data/mainnet-merge-2022` (read in
+//! `import-beacon-api` on the real mainnet sample committed in `data/mainnet-merge-2022` (read in
 //! place, never copied): whole-sample counts, the inferred active-set sizes, a golden check of one
 //! attestation's indices against an independent implementation of the spec shuffle, and the
 //! error for a bitlist whose length is not its committee's size.
@@ -12,12 +12,15 @@ use slasher_bench::import::{
 use std::io::Read;
 use std::path::PathBuf;
 
+/// The sample committed in the repository (`data/` beside this crate).
 fn sample_dir() -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/mainnet-merge-2022");
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/mainnet-merge-2022"
+    ));
     assert!(
         dir.join("attestations").is_dir(),
-        "the mainnet sample is missing at {} (it lives in shared/ beside the repository)",
+        "the mainnet sample is missing at {} (it is committed in the repository)",
         dir.display()
     );
     dir
@@ -61,10 +64,10 @@ fn whole_sample_counts() {
     assert_eq!(summary.missed_slots.len(), 12);
     assert!(summary.missed_slots.contains(&4_700_065));
 
-    // Active validators per epoch, inferred from the bitlists. The sample's README says
-    // 427,192 for every epoch; the bitlists say 427,192 up to epoch 146,879 and 427,191 from
-    // epoch 146,880 on (one validator left the active set). Each value is the only one whose
-    // compute_committee sizes match all 2,048 committees of the epoch.
+    // Active validators per epoch, inferred from the bitlists (data/mainnet-merge-2022/
+    // PROVENANCE.md): 427,192 up to epoch 146,879 and 427,191 from epoch 146,880 on (one
+    // validator left the active set). Each value is the only one whose compute_committee sizes
+    // match all 2,048 committees of the epoch.
     let d = &summary.manifest.description;
     let CommitteeAssignment::SyntheticShuffle {
         active_validators, ..
@@ -161,7 +164,7 @@ fn golden_attestation_indices_match_the_spec_shuffle() {
     let epoch = slot / 32;
     assert_eq!(epoch, 146_878);
 
-    // The documented substitute seed, N from the sample's README, C = 32 * 64.
+    // The documented substitute seed, N from PROVENANCE.md (epoch 146,878), C = 32 * 64.
     let n = 427_192u64;
     let committees_per_epoch = 32 * 64;
     let seed = sha256(&[b"butter_db synthetic committee seed", &epoch.to_le_bytes()]);

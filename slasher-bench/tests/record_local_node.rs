@@ -20,9 +20,12 @@ const FROM: u64 = 4_700_032;
 const TO: u64 = 4_700_095;
 const ACTIVE: u64 = 427_192;
 
+/// The sample committed in the repository (`data/` beside this crate).
 fn sample_dir() -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/mainnet-merge-2022");
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/mainnet-merge-2022"
+    ));
     assert!(
         dir.join("attestations").is_dir(),
         "mainnet sample missing at {}",
