@@ -1,7 +1,7 @@
 //! The nine slasher tables, with Lighthouse's names (`slasher/src/database.rs`).
 //!
 //! Key layouts (all integers big-endian, so byte order is numeric order):
-//! see `../shared/spec/slasher-storage.md` §2 and the per-constant docs below.
+//! see `docs/background.md` §1.1 and the per-constant docs below.
 
 /// `id` u48 BE (6 bytes) → SSZ `IndexedAttestation` (228 + 8n bytes).
 pub const INDEXED_ATTESTATION_DB: &str = "indexed_attestations";

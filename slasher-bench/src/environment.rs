@@ -3,7 +3,7 @@
 //! (crate versions from the workspace `Cargo.lock`, git revision, profile).
 //!
 //! [`refuse_memory_fs`] enforces the first rule of benchmark honesty
-//! (`../shared/spec/lessons.md` §5): a directory on tmpfs or ramfs is refused, because `fsync`
+//! (`docs/background.md` §2.6): a directory on tmpfs or ramfs is refused, because `fsync`
 //! there is a no-op and a "durable" commit would measure nothing.
 
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! The slasher: Lighthouse's batch logic over the storage interface
-//! (`../shared/spec/slasher-storage.md` §2–§3).
+//! (tables, tiles and batch order summarised in `docs/background.md` §1.1–§1.4).
 //!
 //! [`Slasher`] owns its [`Environment`] (no `Box::leak`). Attestations and block headers are
 //! queued by [`Slasher::accept_attestation`] and [`Slasher::accept_block_header`] (both hashes

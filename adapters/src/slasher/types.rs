@@ -1,5 +1,5 @@
 //! Consensus types the slasher stores, with their standard SSZ encodings and tree-hash roots
-//! (`../shared/spec/slasher-storage.md` §8). Mainnet preset.
+//! (sizes and hashes summarised in `docs/background.md` §1.3). Mainnet preset.
 
 use ssz_derive::{Decode, Encode};
 use ssz_types::typenum::U131072;
