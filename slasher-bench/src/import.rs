@@ -642,8 +642,9 @@ fn load_committees(dir: &Path, epoch: u64) -> Result<HashMap<(u64, u64), Vec<u64
         .collect())
 }
 
-/// Where the mainnet sample lives, relative to the repository root.
-pub const MAINNET_SAMPLE_DIR: &str = "../shared/data/mainnet-merge-2022";
+/// Where the mainnet sample is committed, relative to the repository root (provenance and
+/// checksums in that directory's `PROVENANCE.md` and `SHA256SUMS`).
+pub const MAINNET_SAMPLE_DIR: &str = "data/mainnet-merge-2022";
 
 /// Manifest name of the default benchmark fixture.
 pub const DEFAULT_FIXTURE_NAME: &str = "mainnet-merge-2022";
