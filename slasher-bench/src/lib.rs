@@ -7,11 +7,13 @@
 #![warn(missing_docs)]
 
 pub mod beacon_api;
+pub mod clean;
 pub mod environment;
 pub mod errors;
 pub mod fixture;
 pub mod generate;
 pub mod import;
+pub mod interrupt;
 pub mod measure;
 pub mod record;
 pub mod replay;

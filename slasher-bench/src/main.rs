@@ -5,7 +5,8 @@
 //! add a subcommand by adding a variant and a match arm in [`main`].
 //!
 //! Errors are printed by [`slasher_bench::errors::render`]: the message and each cause once,
-//! no backtrace unless `--backtrace` or `SLASHER_BENCH_BACKTRACE=1` asks for one.
+//! no backtrace unless `--backtrace` or `SLASHER_BENCH_BACKTRACE=1` asks for one. Exit status:
+//! 0 on success, 1 on an error, 130 (SIGINT) or 143 (SIGTERM) for an interrupted `replay`.
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -45,6 +46,11 @@ enum Command {
     Replay(slasher_bench::replay::ReplayArgs),
     /// Re-render one report, or merge several, from their report.json files.
     Report(slasher_bench::report::ReportArgs),
+    /// Remove databases `replay` left behind (an interrupted or killed run, or --keep-db),
+    /// read-only btrfs snapshots included, also as their unprivileged owner. Removes only
+    /// directories named slasher-bench-<backend>-<pid>-<time> holding a .slasher-bench-db
+    /// marker; refuses anything else.
+    Clean(slasher_bench::clean::CleanArgs),
 }
 
 #[derive(Debug, Args)]
@@ -236,12 +242,17 @@ fn main() -> ExitCode {
         Command::Inspect(args) => run_inspect(args),
         Command::Replay(args) => slasher_bench::replay::run(args),
         Command::Report(args) => slasher_bench::report::run(args),
+        Command::Clean(args) => slasher_bench::clean::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprint!("{}", slasher_bench::errors::render(&e, backtrace));
-            ExitCode::FAILURE
+            match e.downcast_ref::<slasher_bench::replay::Interrupted>() {
+                Some(i) if i.signal == "SIGINT" => ExitCode::from(130),
+                Some(_) => ExitCode::from(143),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

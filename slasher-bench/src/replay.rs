@@ -1,5 +1,5 @@
 //! `slasher-bench replay`: replay a fixture through the slasher on every backend and write a
-//! report (`../shared/spec/slasher-storage.md` §3.1, §3.6; `../shared/spec/lessons.md` §5).
+//! report (what it reproduces and why: `docs/background.md` §1.4, §1.5 and §2.6).
 //!
 //! For each backend in turn the parent process re-executes itself as a child
 //! (`slasher-bench replay --child-result FILE ...`) so that peak RSS, `/proc/self/io` counters and
@@ -14,13 +14,24 @@
 //! 4. record the wall time of 2–3, the commit times from `BatchStats`/`PruneStats`, the
 //!    database size (sum of `filenames()` sizes), bytes written and the slashings found.
 //!
-//! The parent refuses database directories on tmpfs or ramfs before anything runs, checks the
+//! Before the first batch the parent checks every directory it will use: `--out` and each
+//! backend's `--db-dir` must exist or be creatable and be writable, none may be on tmpfs or ramfs,
+//! and butter's must be on btrfs. It then checks the
 //! fixture once (which also puts it in the page cache for every backend alike), merges the
 //! children's results, runs the correctness gate (every backend must find the same slashings in
 //! every batch) and writes `report.json`, `batches.csv`, `report.md` and the charts.
+//!
+//! Interruptions ([`crate::interrupt`]): on SIGINT or SIGTERM the parent forwards the signal to
+//! its child, the child finishes its current batch, removes its database (read-only snapshots
+//! included) and hands back the batches done; the parent writes the report of those batches,
+//! marked interrupted, and exits non-zero ([`Interrupted`]). A child dies with its parent
+//! (parent-death signal). Leftovers of a run killed outright are removed with
+//! `slasher-bench clean` ([`crate::clean`]).
 
+use crate::clean::{create_db_dir, db_name, leftovers_in, remove_db_dir};
 use crate::environment::{probe_fs, refuse_memory_fs, Build, FsInfo, Machine};
 use crate::fixture::{ExpectedSlashing, FixtureReader, Manifest};
+use crate::interrupt::Interrupt;
 use crate::measure::{device_bytes_written, files_size, peak_rss_bytes, ProcIo, Summary};
 use crate::report::{
     self, BackendResult, BatchRecord, ExpectedCheck, Failure, FixtureInfo, Report, Run,
@@ -35,9 +46,10 @@ use slasher_adapters::slasher::{
 use slasher_adapters::{with_backend, BackendVisitor, DatabaseBackend, Durability, Environment};
 use ssz::Encode;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// `slasher-bench replay`.
 #[derive(Debug, Clone, clap::Args)]
@@ -70,9 +82,22 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub no_progress: bool,
     /// Internal: run one backend in this process (`--db-dir` is then the database directory)
-    /// and write its result as JSON to this file.
+    /// and write its result as JSON to this file (its error, if it fails, to FILE.error).
     #[arg(long, hide = true)]
     pub child_result: Option<PathBuf>,
+    /// Internal: the parent's pid (the child dies with it).
+    #[arg(long, hide = true)]
+    pub parent_pid: Option<u32>,
+}
+
+/// `replay` was stopped by SIGINT or SIGTERM (after writing the report of the batches done).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {signal}: {detail}")]
+pub struct Interrupted {
+    /// `SIGINT` or `SIGTERM`.
+    pub signal: &'static str,
+    /// What had been done and where the report is.
+    pub detail: String,
 }
 
 /// Run `slasher-bench replay`, re-executing the running binary for each backend.
@@ -83,7 +108,12 @@ pub struct ReplayArgs {
 /// is written first in the last two cases).
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     if let Some(result) = &args.child_result {
-        return run_child(&args, result);
+        let outcome = run_child(&args, result);
+        if let Err(e) = &outcome {
+            // The parent puts this text into the report's failure row.
+            let _ = std::fs::write(error_file(result), crate::errors::chain_text(e));
+        }
+        return outcome;
     }
     let exe = std::env::current_exe().context("locating the slasher-bench executable")?;
     run_with_exe(&args, &exe)
@@ -97,7 +127,14 @@ struct Plan {
     fs: FsInfo,
 }
 
-/// Parse `--backends` (empty: every compiled backend).
+/// Where a child writes its error text.
+fn error_file(result_file: &Path) -> PathBuf {
+    let mut name = result_file.as_os_str().to_owned();
+    name.push(".error");
+    PathBuf::from(name)
+}
+
+/// Parse `--backends` (not given: every compiled backend; given but empty: an error).
 fn parse_backends(names: &[String]) -> anyhow::Result<Vec<DatabaseBackend>> {
     if names.is_empty() {
         let all = DatabaseBackend::compiled();
@@ -116,6 +153,17 @@ fn parse_backends(names: &[String]) -> anyhow::Result<Vec<DatabaseBackend>> {
             bail!("--backends names {name} twice");
         }
         out.push(backend);
+    }
+    if out.is_empty() {
+        bail!(
+            "--backends names no backend; give a comma-separated list of {} (or leave --backends \
+             out to run every compiled backend)",
+            DatabaseBackend::compiled()
+                .iter()
+                .map(|b| b.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(out)
 }
@@ -162,21 +210,37 @@ fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<FsInfo> {
     Ok(fs)
 }
 
-/// The parent: plan, check, run each backend in a child, merge, gate, write.
-///
-/// # Errors
-/// As [`run`].
-pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
-    let out = args
-        .out
-        .clone()
-        .ok_or_else(|| anyhow!("--out is required"))?;
-    let backends = parse_backends(&args.backends)?;
-    let dirs = parse_db_dirs(&args.db_dir, &backends)?;
-    // Every directory is checked before anything runs or is created.
+/// Create `dir` if missing and check that files can be made in it (by making and removing one).
+fn ensure_writable_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{what} {} cannot be created", dir.display()))?;
+    if !dir.is_dir() {
+        bail!("{what} {} is not a directory", dir.display());
+    }
+    let probe = dir.join(format!(".slasher-bench-write-check-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .with_context(|| format!("{what} {} is not writable", dir.display()))?;
+    std::fs::remove_file(&probe)
+        .with_context(|| format!("{what} {}: removing {}", dir.display(), probe.display()))?;
+    Ok(())
+}
+
+/// Every directory the run will use, checked before the fixture is read or anything runs:
+/// `--out` and each backend's database directory exist (or are created) and are writable, and
+/// each database directory is on a filesystem its backend accepts. Warns about databases that
+/// earlier runs left behind.
+fn prepare_dirs(
+    out: &Path,
+    backends: &[DatabaseBackend],
+    dirs: &BTreeMap<DatabaseBackend, PathBuf>,
+) -> anyhow::Result<Vec<Plan>> {
+    ensure_writable_dir("--out", out)?;
     let mut plans = Vec::new();
-    for backend in &backends {
+    for backend in backends {
         let root = dirs.get(backend).cloned().unwrap_or_default();
+        // The filesystem first: nothing is created on tmpfs, or for butter off btrfs.
+        check_dir(*backend, &root)?;
+        ensure_writable_dir(&format!("--db-dir for {backend}"), &root)?;
         let fs = check_dir(*backend, &root)?;
         plans.push(Plan {
             backend: *backend,
@@ -184,6 +248,135 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
             fs,
         });
     }
+    let mut warned = BTreeSet::new();
+    for plan in &plans {
+        let left = leftovers_in(&plan.root);
+        if !left.is_empty() && warned.insert(plan.root.clone()) {
+            eprintln!(
+                "warning: {} holds {} database(s) left by earlier runs (e.g. {}); remove them with \
+                 `slasher-bench clean {}`",
+                plan.root.display(),
+                left.len(),
+                left.first().map_or(String::new(), |p| p.display().to_string()),
+                plan.root.display()
+            );
+        }
+    }
+    Ok(plans)
+}
+
+/// How one child ended.
+#[derive(Debug)]
+enum ChildOutcome {
+    Done(Box<BackendResult>),
+    Failed(String),
+}
+
+/// Run one backend's child and wait for it, forwarding SIGINT/SIGTERM to it.
+fn run_backend_child(
+    exe: &Path,
+    args: &ReplayArgs,
+    plan: &Plan,
+    db: &Path,
+    result_file: &Path,
+    batches: u64,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ChildOutcome> {
+    let errors = error_file(result_file);
+    let _ = std::fs::remove_file(result_file);
+    let _ = std::fs::remove_file(&errors);
+    let mut cmd = Command::new(exe);
+    cmd.arg("replay")
+        .arg("--fixture")
+        .arg(&args.fixture)
+        .arg("--backends")
+        .arg(plan.backend.name())
+        .arg("--db-dir")
+        .arg(db)
+        .arg("--child-result")
+        .arg(result_file)
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string())
+        .arg("--batches")
+        .arg(batches.to_string())
+        .stdin(Stdio::null())
+        // Its own process group: a Ctrl-C at the terminal reaches the parent alone, which
+        // forwards it once.
+        .process_group(0);
+    if args.non_durable {
+        cmd.arg("--non-durable");
+    }
+    if args.no_progress {
+        cmd.arg("--no-progress");
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("running {}", exe.display()))?;
+    let mut forwarded = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the child")? {
+            break status;
+        }
+        if interrupt.is_set() && !forwarded {
+            forwarded = true;
+            eprintln!(
+                "{}: stopping {} after its current batch (a second signal ends slasher-bench at \
+                 once)",
+                interrupt.signal_name(),
+                plan.backend
+            );
+            let pid = i32::try_from(child.id()).context("child pid")?;
+            // The child may have exited meanwhile (ESRCH): nothing to do then.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), interrupt.signal());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read_result = || -> anyhow::Result<BackendResult> {
+        let bytes = std::fs::read(result_file)?;
+        Ok(serde_json::from_slice(&bytes)?)
+    };
+    let outcome = if status.success() {
+        match read_result() {
+            Ok(r) => ChildOutcome::Done(Box::new(r)),
+            Err(e) => ChildOutcome::Failed(format!(
+                "reading {}: {}",
+                result_file.display(),
+                crate::errors::chain_text(&e)
+            )),
+        }
+    } else {
+        let reason = std::fs::read_to_string(&errors)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .map_or_else(
+                || "no reason given (see its output above)".to_string(),
+                |t| t.trim().to_string(),
+            );
+        ChildOutcome::Failed(format!(
+            "the {} child process failed ({status}): {reason}",
+            plan.backend
+        ))
+    };
+    let _ = std::fs::remove_file(result_file);
+    let _ = std::fs::remove_file(&errors);
+    Ok(outcome)
+}
+
+/// The parent: plan, check, run each backend in a child, merge, gate, write.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
+    let interrupt =
+        Interrupt::install_parent().context("installing the SIGINT/SIGTERM handlers")?;
+    let out = args
+        .out
+        .clone()
+        .ok_or_else(|| anyhow!("--out is required"))?;
+    let backends = parse_backends(&args.backends)?;
+    let dirs = parse_db_dirs(&args.db_dir, &backends)?;
+    // Every directory is checked before the fixture is read or anything runs.
+    let plans = prepare_dirs(&out, &backends, &dirs)?;
 
     let reader = FixtureReader::open(&args.fixture)
         .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
@@ -194,12 +387,14 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("checking fixture {}", args.fixture.display()))?;
     let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
     if batches_replayed == 0 {
-        bail!(
-            "nothing to replay: the fixture has {batch_count} batches, --batches {:?}",
-            args.batches
-        );
+        match args.batches {
+            Some(0) => bail!("nothing to replay: --batches 0"),
+            _ => bail!(
+                "nothing to replay: the fixture {} has 0 batches",
+                args.fixture.display()
+            ),
+        }
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
 
     let machine = Machine::probe();
     let build = Build::probe();
@@ -221,88 +416,80 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         .map_or(0, |d| d.as_secs());
     let mut results = Vec::new();
     let mut failures = Vec::new();
+    let mut not_started = Vec::new();
     for plan in &plans {
-        std::fs::create_dir_all(&plan.root)
-            .with_context(|| format!("creating {}", plan.root.display()))?;
-        let db = plan.root.join(format!(
-            "slasher-bench-{}-{}-{}",
-            plan.backend,
-            std::process::id(),
-            started_unix_s
-        ));
+        if interrupt.is_set() {
+            not_started.push(plan.backend.name().to_string());
+            continue;
+        }
+        let db = plan
+            .root
+            .join(db_name(plan.backend, std::process::id(), started_unix_s));
         if db.exists() {
             bail!(
-                "{} already exists; remove it or choose another --db-dir",
-                db.display()
+                "{} already exists; remove it with `slasher-bench clean {}` or choose another \
+                 --db-dir",
+                db.display(),
+                plan.root.display()
             );
         }
+        create_db_dir(&db, plan.backend)
+            .with_context(|| format!("creating the database directory {}", db.display()))?;
         let result_file = out.join(format!(".child-{}.json", plan.backend));
-        let _ = std::fs::remove_file(&result_file);
-        let mut cmd = Command::new(exe);
-        cmd.arg("replay")
-            .arg("--fixture")
-            .arg(&args.fixture)
-            .arg("--backends")
-            .arg(plan.backend.name())
-            .arg("--db-dir")
-            .arg(&db)
-            .arg("--child-result")
-            .arg(&result_file)
-            .arg("--batches")
-            .arg(batches_replayed.to_string())
-            .stdin(Stdio::null());
-        if args.non_durable {
-            cmd.arg("--non-durable");
-        }
-        if args.no_progress {
-            cmd.arg("--no-progress");
-        }
         eprintln!("== {} in {}", plan.backend, db.display());
-        let status = cmd
-            .status()
-            .with_context(|| format!("running {}", exe.display()))?;
-        let outcome = if status.success() {
-            std::fs::read(&result_file)
-                .map_err(anyhow::Error::from)
-                .and_then(|b| serde_json::from_slice::<BackendResult>(&b).map_err(Into::into))
-                .with_context(|| format!("reading {}", result_file.display()))
-        } else {
-            Err(anyhow!(
-                "the {} child process failed ({status})",
-                plan.backend
-            ))
-        };
-        let _ = std::fs::remove_file(&result_file);
+        let outcome = run_backend_child(
+            exe,
+            args,
+            plan,
+            &db,
+            &result_file,
+            batches_replayed,
+            &interrupt,
+        );
         match outcome {
-            Ok(result) => {
+            Ok(ChildOutcome::Done(result)) => {
                 eprintln!(
-                    "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s",
+                    "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s{}",
                     result.name,
                     result.first_batch_ms,
                     result.median_batch_ms,
                     result.p99_batch_ms,
                     result.max_batch_ms,
-                    result.total_s
+                    result.total_s,
+                    if result.interrupted {
+                        format!(
+                            " (interrupted after {} of {batches_replayed} batches)",
+                            result.batches.len()
+                        )
+                    } else {
+                        String::new()
+                    }
                 );
-                results.push(result);
+                results.push(*result);
             }
-            Err(e) => {
-                eprintln!("   {}: FAILED: {e:#}", plan.backend);
+            Ok(ChildOutcome::Failed(error)) => {
+                eprintln!("   {}: FAILED: {error}", plan.backend);
                 failures.push(Failure {
                     backend: plan.backend.name().into(),
-                    error: format!("{e:#}"),
+                    error,
                 });
             }
+            Err(e) => {
+                let _ = remove_db_dir(&db);
+                return Err(e);
+            }
         }
-        if !args.keep_db && db.exists() {
+        // An interrupted run keeps nothing behind, whatever --keep-db says.
+        if (interrupt.is_set() || !args.keep_db) && db.exists() {
             if let Err(e) = remove_db_dir(&db) {
-                eprintln!("warning: could not remove {}: {e}", db.display());
+                eprintln!("warning: {}", crate::errors::chain_text(&e));
             }
         }
     }
 
     let rows: Vec<&BackendResult> = results.iter().collect();
     let correctness = report::correctness(&rows);
+    let interrupted_by = interrupt.is_set().then(|| interrupt.signal_name());
     let run = Run {
         started_unix_s,
         command: std::env::args().collect(),
@@ -328,6 +515,9 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         backends: results,
         failures,
         correctness,
+        interrupted: interrupted_by.is_some(),
+        interrupted_by: interrupted_by.map(str::to_string),
+        not_started,
     };
     let report = Report {
         schema: report::REPORT_SCHEMA.into(),
@@ -340,6 +530,26 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         println!("wrote {}", f.display());
     }
     let run = report.runs.first().ok_or_else(|| anyhow!("no run"))?;
+    if interrupted_by.is_some() {
+        let done: Vec<String> = run
+            .backends
+            .iter()
+            .map(|r| format!("{} {} batches", r.name, r.batches.len()))
+            .collect();
+        return Err(Interrupted {
+            signal: interrupt.signal_name(),
+            detail: format!(
+                "report of the batches done ({}) in {}",
+                if done.is_empty() {
+                    "none".to_string()
+                } else {
+                    done.join(", ")
+                },
+                out.display()
+            ),
+        }
+        .into());
+    }
     if let Some(d) = &run.correctness.first_difference {
         bail!("correctness gate failed: {d} (report in {})", out.display());
     }
@@ -352,24 +562,6 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Delete a database directory. butter_db keeps its generations in read-only btrfs snapshots,
-/// which `rmdir` cannot remove (`EROFS`): each subvolume found directly inside is deleted with
-/// butter_db's own subvolume deletion first.
-fn remove_db_dir(dir: &Path) -> std::io::Result<()> {
-    if std::fs::remove_dir_all(dir).is_ok() {
-        return Ok(());
-    }
-    #[cfg(feature = "butter")]
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            // Not a subvolume root: InvalidInput, and remove_dir_all below handles it.
-            let _ = butter_db::fs::BtrfsFs.delete_subvolume_reporting(&path);
-        }
-    }
-    std::fs::remove_dir_all(dir)
 }
 
 /// Whether a backend stores its data in btrfs subvolumes (butter_db in either table format).
@@ -493,6 +685,7 @@ struct ChildJob<'a> {
     batches: Option<u64>,
     non_durable: bool,
     progress: bool,
+    interrupt: Interrupt,
 }
 
 struct ChildVisitor<'a>(&'a ChildJob<'a>);
@@ -506,6 +699,13 @@ impl BackendVisitor for ChildVisitor<'_> {
 }
 
 fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
+    // Handlers first, then the parent-death signal, so that SIGTERM always finds a handler.
+    let interrupt = Interrupt::install_child().context("installing the SIGINT/SIGTERM handlers")?;
+    if let Some(parent) = args.parent_pid {
+        interrupt
+            .die_with_parent(parent)
+            .context("prctl(PR_SET_PDEATHSIG)")?;
+    }
     let backends = parse_backends(&args.backends)?;
     let [backend] = backends.as_slice() else {
         bail!("--child-result runs exactly one backend");
@@ -520,8 +720,17 @@ fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
         batches: args.batches,
         non_durable: args.non_durable,
         progress: !args.no_progress,
+        interrupt,
     };
-    let result = with_backend(*backend, ChildVisitor(&job))??;
+    let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
+    let outcome = outcome.and_then(|r| r);
+    if job.interrupt.is_set() {
+        // Interrupted: leave nothing behind, read-only snapshots included.
+        if let Err(e) = remove_db_dir(&job.db) {
+            eprintln!("{}", crate::errors::chain_text(&e));
+        }
+    }
+    let result = outcome?;
     std::fs::write(result_file, serde_json::to_vec(&result)?)
         .with_context(|| format!("writing {}", result_file.display()))?;
     Ok(())
@@ -572,10 +781,15 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
     let mut batches = Vec::new();
     let mut found = SlashingsFound::default();
     let loop_start = Instant::now();
+    let mut interrupted = false;
     for batch in reader
         .by_ref()
         .take(usize::try_from(limit).unwrap_or(usize::MAX))
     {
+        if job.interrupt.is_set() {
+            interrupted = true;
+            break;
+        }
         let batch = batch?;
         let io_start = ProcIo::read()?;
         let t = Instant::now();
@@ -693,6 +907,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
         slashings: found,
         expected_slashings,
         batches,
+        interrupted,
     })
 }
 

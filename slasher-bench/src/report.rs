@@ -51,6 +51,15 @@ pub struct Run {
     pub failures: Vec<Failure>,
     /// The correctness gate over this run's rows.
     pub correctness: Correctness,
+    /// Whether SIGINT or SIGTERM stopped the run: its rows hold the batches done before it.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// The signal that stopped the run (`SIGINT` or `SIGTERM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
+    /// Backends the interruption kept from starting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_started: Vec<String>,
 }
 
 /// The fixture of a run.
@@ -158,6 +167,10 @@ pub struct BackendResult {
     pub expected_slashings: Option<ExpectedCheck>,
     /// Every batch.
     pub batches: Vec<BatchRecord>,
+    /// Whether the run was interrupted during this row: `batches` then holds the batches done,
+    /// fewer than the run's `batches_replayed`.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// One batch of one backend.
@@ -313,12 +326,14 @@ impl std::fmt::Display for Disagreement {
 }
 
 /// Compare the per-batch slashing digests of rows that replayed the same batches. Returns the
-/// first batch where any two differ (a row lacking the batch counts as different).
+/// first batch where any two differ (a row lacking the batch counts as different, unless the
+/// row was interrupted: an interrupted row is compared on the batches it did).
 pub fn first_disagreement(rows: &[&BackendResult]) -> Option<Disagreement> {
     let longest = rows.iter().map(|r| r.batches.len()).max().unwrap_or(0);
     for i in 0..longest {
         let views: Vec<DisagreementRow> = rows
             .iter()
+            .filter(|r| !r.interrupted || i < r.batches.len())
             .map(|r| match r.batches.get(i) {
                 Some(b) => DisagreementRow {
                     name: r.name.clone(),
@@ -517,6 +532,9 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
     if let Some((fixture, d)) = gate(report) {
         let _ = writeln!(s, "**CORRECTNESS GATE FAILED** (fixture {fixture}): {d}\n");
     }
+    for (i, run) in report.runs.iter().enumerate() {
+        render_run_status(&mut s, i, run);
+    }
     for ((sha, batches), group) in groups(report) {
         let name = report
             .runs
@@ -559,9 +577,14 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {run_index} | {} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
+                "| {run_index} | {}{} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
                  {} | {} | {} | {} | {:.2} | {} / {} | {} | {} | {} | {} |",
                 r.name,
+                if r.interrupted {
+                    format!(" (**partial**: {} batches)", r.batches.len())
+                } else {
+                    String::new()
+                },
                 r.filesystem,
                 r.first_batch_ms,
                 r.median_batch_ms,
@@ -620,6 +643,49 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         render_run_details(&mut s, i, run);
     }
     s
+}
+
+/// The warnings at the top of `report.md`: an interrupted run and failed rows, with the reason.
+fn render_run_status(s: &mut String, index: usize, run: &Run) {
+    if run.interrupted {
+        let done: Vec<String> = run
+            .backends
+            .iter()
+            .map(|r| {
+                format!(
+                    "`{}` {} batches{}",
+                    r.name,
+                    r.batches.len(),
+                    if r.interrupted { " (partial)" } else { "" }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "**INTERRUPTED**: run {index} was stopped by {} before it was complete; its rows hold \
+             only the batches done, of {} asked for: {}{}. Partial rows are not comparable with \
+             complete ones.\n",
+            run.interrupted_by.as_deref().unwrap_or("a signal"),
+            run.fixture.batches_replayed,
+            if done.is_empty() {
+                "no row".to_string()
+            } else {
+                done.join(", ")
+            },
+            if run.not_started.is_empty() {
+                String::new()
+            } else {
+                format!("; not started: {}", run.not_started.join(", "))
+            }
+        );
+    }
+    for failure in &run.failures {
+        let _ = writeln!(
+            s,
+            "**FAILED** (run {index}) `{}`: {}\n",
+            failure.backend, failure.error
+        );
+    }
 }
 
 fn render_run_details(s: &mut String, index: usize, run: &Run) {
@@ -809,9 +875,10 @@ pub fn summary_table(report: &Report) -> String {
                 s,
                 "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.2} {:>9} {:>9}",
                 format!(
-                    "{}{}",
+                    "{}{}{}",
                     r.name,
-                    if r.durable { "" } else { " (non-durable)" }
+                    if r.durable { "" } else { " (non-durable)" },
+                    if r.interrupted { " (partial)" } else { "" }
                 ),
                 r.first_batch_ms,
                 r.median_batch_ms,
