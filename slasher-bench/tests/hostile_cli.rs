@@ -1,0 +1,789 @@
+//! `slasher-bench` under hostile states and interruptions, through the built binary: signals
+//! during `replay` (finding 4), leftovers and `slasher-bench clean` (4), empty or ambiguous
+//! inputs (5), unusable output and database directories (6), a gzip bomb (7), and how errors
+//! are printed and recorded (9).
+//!
+//! Tests that need btrfs read the directory from `BUTTER_BTRFS_DIR`; without it they print a
+//! loud SKIP, except under `CI=true`, where they fail. Tests that run as an unprivileged user
+//! (uid 65534, through `setpriv`) need root and skip loudly otherwise.
+
+use serde_json::Value;
+use slasher_bench::fixture::{FixtureReader, FixtureWriter};
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
+const NOBODY: u32 = 65534;
+
+fn btrfs_dir(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("BUTTER_BTRFS_DIR") {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("BUTTER_BTRFS_DIR is not set: CI must run {test} on a real btrfs")
+        }
+        None => {
+            eprintln!(
+                "\n*** SKIP {test}: BUTTER_BTRFS_DIR is not set. Point it at a directory on a \
+                 real btrfs (scripts/test.sh does) to run this test. ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether this test can run commands as uid 65534; prints a SKIP line if not.
+fn can_run_as_nobody(test: &str) -> bool {
+    let ok = is_root() && Command::new("setpriv").arg("--version").output().is_ok();
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{test} needs root and setpriv; CI never skips");
+        }
+        eprintln!("\n*** SKIP {test}: needs root and setpriv (util-linux) ***\n");
+    }
+    ok
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(name)
+}
+
+/// One response file of the mainnet sample (committed in `data/`, or beside the repository in
+/// `../shared/data/`).
+fn sample_file(kind: &str, slot: u64) -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let name = format!("{kind}/{slot}.json.gz");
+    let candidates = [
+        manifest.join("../data/mainnet-merge-2022").join(&name),
+        manifest
+            .join("../../shared/data/mainnet-merge-2022")
+            .join(&name),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| panic!("the mainnet sample file {name} is missing"))
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// A scratch directory on the real disk (not tmpfs), reachable by every user.
+fn scratch(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("scratch dir");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod scratch");
+    dir
+}
+
+fn btrfs_scratch(root: &Path, prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(root)
+        .expect("scratch dir on btrfs");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod scratch");
+    dir
+}
+
+fn show(what: &str, out: &Output) {
+    eprintln!(
+        "$ {what}\n--- status {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn run_cmd(mut cmd: Command) -> Output {
+    let what = format!("{cmd:?}");
+    let out = cmd.output().expect("runs slasher-bench");
+    show(&what, &out);
+    out
+}
+
+fn bench(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("SLASHER_BENCH_BACKTRACE")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn run(args: &[&str]) -> Output {
+    run_cmd(bench(args))
+}
+
+/// `slasher-bench ARGS` as uid/gid 65534 without supplementary groups.
+fn run_as_nobody(args: &[&str]) -> Output {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        format!("--reuid={NOBODY}"),
+        format!("--regid={NOBODY}"),
+        "--clear-groups".into(),
+        "--".into(),
+        BIN.into(),
+    ])
+    .args(args)
+    .stdin(Stdio::null());
+    run_cmd(cmd)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn read_json(path: &Path) -> Value {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_slice(&bytes).expect("report.json parses")
+}
+
+/// Names in `dir` that start with `slasher-bench-` (the databases replay makes).
+fn databases_in(dir: &Path) -> Vec<String> {
+    match fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("slasher-bench-"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `(pid, state, ppid)` of every process in /proc.
+fn processes() -> Vec<(u32, char, u32)> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir("/proc").expect("list /proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 1..)) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        out.push((pid, state, ppid));
+    }
+    out
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|(_, _, ppid)| *ppid == parent)
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// Whether `pid` is a running (not zombie) process.
+fn alive(pid: u32) -> bool {
+    processes()
+        .into_iter()
+        .any(|(p, state, _)| p == pid && state != 'Z')
+}
+
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("slasher-bench did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The newest read-only generation (`gen-N` snapshot) of the butter database under `db_root`
+/// (0 if there is none).
+fn butter_generation(db_root: &Path) -> u64 {
+    databases_in(db_root)
+        .iter()
+        .filter(|n| n.starts_with("slasher-bench-butter-"))
+        .filter_map(|n| fs::read_dir(db_root.join(n)).ok())
+        .flat_map(|rd| rd.filter_map(|e| e.ok()))
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("gen-")?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Start a replay of the tiny fixture (butter, then lmdb) and wait until the butter child has
+/// committed a few read-only snapshots. Returns the parent and its child's pid.
+fn start_replay_and_wait_for_snapshots(work: &Path) -> (Child, u32) {
+    let log = fs::File::create(work.join("stderr.txt")).expect("log file");
+    let mut parent = bench(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "butter,lmdb",
+        "--db-dir",
+        p(&work.join("db")),
+        "--out",
+        p(&work.join("out")),
+        "--no-progress",
+    ])
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start replay");
+    let pid = parent.id();
+    let db = work.join("db");
+    let mut child = None;
+    wait_until(
+        Duration::from_secs(120),
+        "the butter child to commit 3 snapshots",
+        || {
+            if let Ok(Some(status)) = parent.try_wait() {
+                panic!("replay ended early ({status}) before it could be interrupted");
+            }
+            if child.is_none() {
+                child = children_of(pid).first().copied();
+            }
+            child.is_some() && butter_generation(&db) >= 3
+        },
+    );
+    (parent, child.expect("a child was seen"))
+}
+
+fn log_of(work: &Path) -> String {
+    let log = fs::read_to_string(work.join("stderr.txt")).unwrap_or_default();
+    eprintln!("--- replay stderr\n{log}");
+    log
+}
+
+#[test]
+fn finding4_signal_during_replay_stops_children_removes_databases_writes_partial_report() {
+    let test = "finding4_signal_during_replay";
+    let Some(root) = btrfs_dir(test) else { return };
+    for signal in ["INT", "TERM"] {
+        let work = btrfs_scratch(&root, "hostile-signal-");
+        let (mut parent, child) = start_replay_and_wait_for_snapshots(work.path());
+        let descendants: Vec<u32> = std::iter::once(child).chain(children_of(child)).collect();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(parent.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let status = wait_exit(&mut parent, Duration::from_secs(60));
+        let log = log_of(work.path());
+        assert!(!status.success(), "SIG{signal}: replay exited successfully");
+        let code = if signal == "INT" { 130 } else { 143 };
+        assert_eq!(status.code(), Some(code), "SIG{signal}: exit status");
+        wait_until(
+            Duration::from_secs(10),
+            "every child of the interrupted replay to be gone",
+            || descendants.iter().all(|pid| !alive(*pid)),
+        );
+        let left = databases_in(&work.path().join("db"));
+        assert!(
+            left.is_empty(),
+            "SIG{signal}: databases left behind: {left:?}"
+        );
+
+        let report = read_json(&work.path().join("out/report.json"));
+        let run = &report["runs"][0];
+        assert_eq!(
+            run["interrupted"],
+            Value::Bool(true),
+            "SIG{signal}: {run:#}"
+        );
+        let rows = run["backends"].as_array().expect("backends array");
+        assert_eq!(rows.len(), 1, "only butter had started: {rows:#?}");
+        let done = rows[0]["batches"].as_array().expect("batches").len();
+        assert!(
+            (1..128).contains(&done),
+            "SIG{signal}: the partial row holds {done} batches"
+        );
+        let md = fs::read_to_string(work.path().join("out/report.md")).expect("report.md");
+        assert!(md.contains("INTERRUPTED"), "report.md is not marked:\n{md}");
+        assert!(
+            md.contains(&format!("{done} batches")),
+            "report.md does not say how many batches were done"
+        );
+        assert!(
+            log.contains("interrupted"),
+            "the parent does not say it was interrupted"
+        );
+    }
+}
+
+#[test]
+fn finding4_children_die_with_their_parent() {
+    let test = "finding4_children_die_with_their_parent";
+    let Some(root) = btrfs_dir(test) else { return };
+    let work = btrfs_scratch(&root, "hostile-pdeath-");
+    let (mut parent, child) = start_replay_and_wait_for_snapshots(work.path());
+    parent.kill().expect("SIGKILL the parent");
+    let _ = parent.wait();
+    wait_until(
+        Duration::from_secs(30),
+        "the child to exit after its parent was killed",
+        || !alive(child),
+    );
+    let db = work.path().join("db");
+    wait_until(
+        Duration::from_secs(10),
+        "the orphaned child's database to be removed",
+        || databases_in(&db).is_empty(),
+    );
+}
+
+#[test]
+fn finding4_clean_removes_leftover_snapshots_as_their_unprivileged_owner() {
+    let test = "finding4_clean_removes_leftover_snapshots";
+    let Some(root) = btrfs_dir(test) else { return };
+    if !can_run_as_nobody(test) {
+        return;
+    }
+    let work = btrfs_scratch(&root, "hostile-clean-");
+    let db = work.path().join("db");
+    let out = work.path().join("out");
+    for dir in [&db, &out] {
+        fs::create_dir(dir).unwrap();
+        std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let made = run_as_nobody(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "butter",
+        "--batches",
+        "3",
+        "--keep-db",
+        "--no-progress",
+        "--db-dir",
+        p(&db),
+        "--out",
+        p(&out),
+    ]);
+    assert!(made.status.success(), "the replay as uid {NOBODY} failed");
+    assert!(
+        butter_generation(&db) >= 1,
+        "no read-only snapshot was kept"
+    );
+    // Neighbours that clean must not touch: somebody's directory, and one that is named like a
+    // database but was not made by replay.
+    let precious = db.join("precious");
+    fs::create_dir(&precious).unwrap();
+    fs::write(precious.join("data"), b"keep me").unwrap();
+    let lookalike = db.join("slasher-bench-lmdb-1-2");
+    fs::create_dir(&lookalike).unwrap();
+    for dir in [&precious, &lookalike] {
+        std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+
+    let refused = run_as_nobody(&["clean", p(&precious)]);
+    assert!(!refused.status.success(), "clean accepted a foreign dir");
+    assert!(
+        stderr(&refused).contains("not a slasher-bench database"),
+        "no clear refusal"
+    );
+    assert!(precious.join("data").exists());
+
+    let cleaned = run_as_nobody(&["clean", p(&db)]);
+    assert!(cleaned.status.success(), "clean as uid {NOBODY} failed");
+    let left = databases_in(&db);
+    assert_eq!(
+        left,
+        ["slasher-bench-lmdb-1-2"],
+        "clean left a database or removed the look-alike"
+    );
+    assert!(
+        precious.join("data").exists(),
+        "clean removed a foreign dir"
+    );
+}
+
+#[test]
+fn finding5_empty_backends_and_unmatched_or_duplicate_import_files_are_errors() {
+    let work = scratch("hostile-names-");
+    let w = work.path();
+    let out = run(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&w.join("out")),
+    ]);
+    assert!(
+        !out.status.success(),
+        "--backends \"\" ran nothing and succeeded"
+    );
+    assert!(
+        stderr(&out).contains("--backends"),
+        "the error does not name --backends"
+    );
+
+    let import = |att: &Path, hdr: &Path, fixture: &Path| {
+        run(&[
+            "import-beacon-api",
+            "--attestations",
+            p(att),
+            "--headers",
+            p(hdr),
+            "--out",
+            p(fixture),
+        ])
+    };
+    let dirs = |name: &str| {
+        let att = w.join(name).join("attestations");
+        let hdr = w.join(name).join("headers");
+        fs::create_dir_all(&att).unwrap();
+        fs::create_dir_all(&hdr).unwrap();
+        (att, hdr)
+    };
+
+    // A zero-padded slot: not a name the importer reads.
+    let (att, hdr) = dirs("padded");
+    fs::copy(
+        sample_file("attestations", 4699968),
+        att.join("04699968.json.gz"),
+    )
+    .unwrap();
+    fs::copy(
+        sample_file("headers", 4699968),
+        hdr.join("04699968.json.gz"),
+    )
+    .unwrap();
+    let out = import(&att, &hdr, &w.join("padded.fixture"));
+    assert!(
+        !out.status.success(),
+        "zero-padded names gave an empty fixture"
+    );
+    assert!(
+        stderr(&out).contains("04699968.json.gz"),
+        "the error does not list the file that did not match"
+    );
+
+    // The same slot twice.
+    let (att, hdr) = dirs("dup");
+    fs::copy(
+        sample_file("attestations", 4699968),
+        att.join("4699968.json.gz"),
+    )
+    .unwrap();
+    fs::write(att.join("4699968.json"), b"null").unwrap();
+    fs::copy(sample_file("headers", 4699968), hdr.join("4699968.json.gz")).unwrap();
+    let out = import(&att, &hdr, &w.join("dup.fixture"));
+    assert!(
+        !out.status.success(),
+        "N.json beside N.json.gz was accepted"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("4699968.json ")
+            || err.contains("4699968.json\n")
+            || err.contains("4699968.json,"),
+        "the plain duplicate is not named: {err}"
+    );
+    assert!(
+        err.contains("4699968.json.gz"),
+        "the gzip duplicate is not named"
+    );
+
+    // Well-named files that hold no block: zero batches.
+    let (att, hdr) = dirs("missed");
+    fs::write(att.join("4699968.json"), b"null").unwrap();
+    fs::write(hdr.join("4699968.json"), b"null").unwrap();
+    let target = w.join("missed.fixture");
+    let out = import(&att, &hdr, &target);
+    assert!(
+        !out.status.success(),
+        "a fixture with 0 batches was written"
+    );
+    assert!(
+        stderr(&out).contains("0 batches"),
+        "the error does not say 0 batches"
+    );
+
+    let help = run(&["import-beacon-api", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("leading zero"),
+        "--help does not document the file-name rules"
+    );
+}
+
+#[test]
+fn finding6_unusable_out_or_later_db_dir_is_refused_before_any_batch() {
+    let work = scratch("hostile-dirs-");
+    let w = work.path();
+    let tiny = fixture("synthetic-tiny.fixture");
+
+    // The second backend's database directory cannot be created (its parent is a file).
+    let file = w.join("a-file");
+    fs::write(&file, b"").unwrap();
+    let bad = file.join("sub");
+    let ok = w.join("ok");
+    let out = run(&[
+        "replay",
+        "--fixture",
+        p(&tiny),
+        "--backends",
+        "lmdb,redb",
+        "--batches",
+        "2",
+        "--no-progress",
+        "--db-dir",
+        &format!("lmdb={},redb={}", p(&ok), p(&bad)),
+        "--out",
+        p(&w.join("out1")),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        !err.contains("== lmdb"),
+        "lmdb replayed before the bad redb dir was found"
+    );
+    assert!(
+        err.contains(p(&bad)),
+        "the error does not name the bad directory"
+    );
+    assert!(databases_in(&ok).is_empty());
+
+    // A read-only output directory, for an unprivileged user.
+    if !can_run_as_nobody("finding6 (read-only --out)") {
+        return;
+    }
+    let ro = w.join("ro-out");
+    fs::create_dir(&ro).unwrap();
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
+    let db = w.join("nobody-db");
+    fs::create_dir(&db).unwrap();
+    std::os::unix::fs::chown(&db, Some(NOBODY), Some(NOBODY)).unwrap();
+    let out = run_as_nobody(&[
+        "replay",
+        "--fixture",
+        p(&tiny),
+        "--backends",
+        "lmdb",
+        "--batches",
+        "2",
+        "--no-progress",
+        "--db-dir",
+        p(&db),
+        "--out",
+        p(&ro),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        !err.contains("== lmdb"),
+        "lmdb replayed before --out was found read-only"
+    );
+    assert!(err.contains(p(&ro)), "the error does not name --out");
+    assert!(err.contains("not writable"), "the error does not say why");
+}
+
+#[test]
+fn finding7_inflated_input_is_capped() {
+    let work = scratch("hostile-gzip-");
+    let w = work.path();
+    let att = w.join("attestations");
+    let hdr = w.join("headers");
+    fs::create_dir_all(&att).unwrap();
+    fs::create_dir_all(&hdr).unwrap();
+    // 65 MiB of JSON whitespace: about 65 KiB gzipped.
+    let bomb = att.join("4699968.json.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        fs::File::create(&bomb).unwrap(),
+        flate2::Compression::best(),
+    );
+    let block = vec![b' '; 1 << 20];
+    for _ in 0..65 {
+        gz.write_all(&block).unwrap();
+    }
+    gz.finish().unwrap();
+    fs::copy(sample_file("headers", 4699968), hdr.join("4699968.json.gz")).unwrap();
+
+    let err = slasher_bench::beacon_api::read_body(&bomb).expect_err("the bomb was inflated");
+    assert!(
+        matches!(
+            err,
+            slasher_bench::beacon_api::ApiFileError::TooLarge { ref path, limit }
+                if path == &bomb && limit == slasher_bench::beacon_api::MAX_INFLATED_BYTES
+        ),
+        "not the typed size error: {err:?}"
+    );
+
+    let out = run(&[
+        "import-beacon-api",
+        "--attestations",
+        p(&att),
+        "--headers",
+        p(&hdr),
+        "--out",
+        p(&w.join("x.fixture")),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(p(&bomb)), "the error does not name the file");
+    assert!(err.contains("64 MiB"), "the error does not give the cap");
+}
+
+/// A copy of the tiny fixture whose slasher configuration no backend accepts
+/// (`history_length` not a multiple of `chunk_size`): every child fails while opening.
+fn fixture_with_bad_config(dir: &Path) -> PathBuf {
+    let path = dir.join("bad-config.fixture");
+    let reader = FixtureReader::open(fixture("synthetic-tiny.fixture")).expect("open tiny");
+    let mut description = reader.manifest().description.clone();
+    description.slasher_config.history_length = description.slasher_config.chunk_size * 3 + 1;
+    let mut writer = FixtureWriter::create(&path).expect("create");
+    for batch in reader.take(2) {
+        writer.write_batch(&batch.expect("batch")).expect("write");
+    }
+    writer.finish(description).expect("finish");
+    path
+}
+
+#[test]
+fn finding9_errors_print_each_cause_once_plainly_and_failures_reach_the_report() {
+    let work = scratch("hostile-errors-");
+    let w = work.path();
+
+    // Each cause once, no backtrace unless asked for.
+    let missing = w.join("no-such.fixture");
+    let mut cmd = bench(&["inspect", p(&missing)]);
+    cmd.env("RUST_BACKTRACE", "1");
+    let out = run_cmd(cmd);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "a cause is printed more than once"
+    );
+    assert!(
+        !err.to_lowercase().contains("backtrace"),
+        "RUST_BACKTRACE gave a user error a backtrace"
+    );
+    let mut cmd = bench(&["inspect", p(&missing)]);
+    cmd.env("SLASHER_BENCH_BACKTRACE", "1");
+    let out = run_cmd(cmd);
+    assert!(
+        stderr(&out).to_lowercase().contains("backtrace"),
+        "SLASHER_BENCH_BACKTRACE=1 gave no backtrace"
+    );
+    let out = run(&[
+        "import-beacon-api",
+        "--attestations",
+        p(&w.join("none")),
+        "--headers",
+        p(&w.join("none")),
+        "--out",
+        p(&w.join("x.fixture")),
+    ]);
+    assert_eq!(stderr(&out).matches("No such file or directory").count(), 1);
+
+    // Plain values.
+    let out = run(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "lmdb",
+        "--batches",
+        "0",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&w.join("out0")),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--batches 0"),
+        "--batches is not printed plainly"
+    );
+    assert!(!err.contains("Some("), "an Option is printed");
+
+    // A bad magic says what it found, even in an empty file.
+    let empty = w.join("empty.fixture");
+    fs::write(&empty, b"").unwrap();
+    let out = run(&["inspect", p(&empty)]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("magic"), "not the magic error");
+    assert!(
+        err.lines().all(|l| !l.trim_end().ends_with("found")),
+        "`found` is followed by nothing"
+    );
+    assert!(
+        err.contains("empty file"),
+        "an empty file is not named as such"
+    );
+
+    // A failed backend's reason is in report.json and report.md.
+    let bad = fixture_with_bad_config(w);
+    let out = run(&[
+        "replay",
+        "--fixture",
+        p(&bad),
+        "--backends",
+        "lmdb",
+        "--no-progress",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&w.join("out-failed")),
+    ]);
+    assert!(!out.status.success());
+    let report = read_json(&w.join("out-failed/report.json"));
+    let error = report["runs"][0]["failures"][0]["error"]
+        .as_str()
+        .expect("a failure row with an error")
+        .to_owned();
+    assert!(
+        error.contains("must be a multiple of chunk_size"),
+        "report.json lacks the child's reason: {error}"
+    );
+    let md = fs::read_to_string(w.join("out-failed/report.md")).expect("report.md");
+    assert!(
+        md.contains("must be a multiple of chunk_size"),
+        "report.md lacks the child's reason"
+    );
+}
