@@ -1,5 +1,5 @@
 //! The "lazy disk": a FUSE filesystem exposing one file, `disk.img`, that behaves like a disk
-//! with a volatile write cache (spec/reliability.md §2.1).
+//! with a volatile write cache (`docs/reliability.md` §3).
 //!
 //! Writes are kept in memory until an `fsync` arrives; `fsync` writes them into the durable
 //! image file. Put a loop device on `disk.img` (buffered mode) and btrfs on the loop device:

@@ -1,4 +1,4 @@
-//! Shared helpers for the reliability tiers (spec/reliability.md): the workload oracle, child
+//! Shared helpers for the reliability tiers (`docs/reliability.md`): the workload oracle, child
 //! processes, loop devices and mounts, and the FUSE lazy disk that simulates power loss.
 
 pub mod adapter_workload;

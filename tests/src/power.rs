@@ -1,4 +1,4 @@
-//! One power-loss cycle (spec/reliability.md §2.1): a fresh btrfs image behind the lazy disk,
+//! One power-loss cycle (`docs/reliability.md` §3): a fresh btrfs image behind the lazy disk,
 //! a workload child committing numbered transactions, power cut at the K-th flush, then the
 //! durable image is mounted on its own and checked: the oracle, one more transaction, and
 //! `btrfs check --readonly`. The store is butter_db, or an adapter backend (LMDB, MDBX, redb)

@@ -1,4 +1,4 @@
-//! The one oracle every reliability tier shares (spec/reliability.md §3.1).
+//! The one oracle every reliability tier shares (`docs/reliability.md` §1).
 //!
 //! A seeded workload of numbered transactions over a few tables. Transaction `j` writes the
 //! marker `meta/__txn = j` besides its other puts and deletes, so a recovered database names

@@ -1,4 +1,4 @@
-//! The kill and power-loss tiers (spec/reliability.md §3.2) against LMDB, MDBX and redb,
+//! The kill and power-loss tiers (`docs/reliability.md` §2) against LMDB, MDBX and redb,
 //! through the slasher adapters, with the same oracle and the same faults as butter_db's own
 //! tiers (`crash_sigkill.rs`, `power_loss.rs`), so the report can compare the backends.
 //!

@@ -1,4 +1,4 @@
-//! Tier E (spec/reliability.md §3.2): bad input gives typed errors, never a panic or wrong
+//! Tier E (`docs/reliability.md` §2): bad input gives typed errors, never a panic or wrong
 //! data.
 //!
 //! A small committed database is damaged in its newest generation (which is a read-only

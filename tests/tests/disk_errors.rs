@@ -1,4 +1,4 @@
-//! Tier D (spec/reliability.md §3.2): I/O errors from the disk and a full disk.
+//! Tier D (`docs/reliability.md` §2): I/O errors from the disk and a full disk.
 //!
 //! EIO: the lazy disk fails one write, one flush, or every read from some point, while a child
 //! commits numbered transactions. A commit that fails must fail with a typed error, after which

@@ -1,4 +1,4 @@
-//! Tier A (spec/reliability.md §3.2): in-process I/O-error enumeration.
+//! Tier A (`docs/reliability.md` §2): in-process I/O-error enumeration.
 //!
 //! A fixed workload (open, 12 transactions creating tables mid-way, merging segments and
 //! writing tombstones) runs over `FaultyFs`, a wrapper of the real btrfs `Fs` that fails its

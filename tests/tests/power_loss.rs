@@ -1,4 +1,4 @@
-//! Tier C (spec/reliability.md §3.2): power loss below btrfs.
+//! Tier C (`docs/reliability.md` §2): power loss below btrfs.
 //!
 //! btrfs sits on a loop device whose backing file is the FUSE lazy disk, which keeps writes
 //! in memory until a flush. A child commits numbered transactions; power is cut at every flush

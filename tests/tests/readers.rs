@@ -1,4 +1,4 @@
-//! Tier F (spec/reliability.md §3.2): concurrent readers.
+//! Tier F (`docs/reliability.md` §2): concurrent readers.
 //!
 //! While a writer commits transactions that rewrite every key of a table with the
 //! transaction's number, reader threads keep opening read transactions. Each read must see
