@@ -46,10 +46,12 @@ enum Command {
     Replay(slasher_bench::replay::ReplayArgs),
     /// Re-render one report, or merge several, from their report.json files.
     Report(slasher_bench::report::ReportArgs),
-    /// Remove databases `replay` left behind (an interrupted or killed run, or --keep-db),
-    /// read-only btrfs snapshots included, also as their unprivileged owner. Removes only
-    /// directories named slasher-bench-<backend>-<pid>-<time> holding a .slasher-bench-db
-    /// marker; refuses anything else.
+    /// Remove databases `replay` left behind, read-only btrfs snapshots included.
+    ///
+    /// For databases of an interrupted or killed run, or kept with --keep-db; works as root and
+    /// as their unprivileged owner. Removes only directories named
+    /// slasher-bench-<backend>-<pid>-<time> holding a .slasher-bench-db marker; refuses anything
+    /// else.
     Clean(slasher_bench::clean::CleanArgs),
 }
 
