@@ -360,11 +360,7 @@ impl Env {
         let live = root.join(LIVE_DIR);
         let id = match scan.id {
             Some(id) => id,
-            None => {
-                let id = root::DbId::generate()?;
-                root::write_id(&*fs, &root, &id, file_mode)?;
-                id
-            }
+            None => root::create_id(&*fs, &root, file_mode)?,
         };
         let mut gens = scan.generations;
         if gens.is_empty() {

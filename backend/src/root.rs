@@ -166,22 +166,36 @@ pub(crate) fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Writes the identity file `dir/butter.id` as a new file (never over an existing one),
-/// through a temporary name so that it is either absent or whole.
-pub(crate) fn write_id(fs: &dyn Fs, dir: &Path, id: &DbId, mode: u32) -> Result<()> {
+/// Gives a new database in `dir` its identity file `butter.id`, written as `butter.id.tmp` and
+/// renamed, so that it is either absent or whole. A `butter.id.tmp` left by an earlier attempt
+/// that failed before the rename is taken up again if it holds a whole identity (it can only
+/// be ours) and replaced if it is empty (nothing is lost); any other file there is foreign.
+pub(crate) fn create_id(fs: &dyn Fs, dir: &Path, mode: u32) -> Result<DbId> {
     let tmp = dir.join(ID_TMP_FILE);
+    let dst = dir.join(ID_FILE);
     if check_kind(&tmp, Kind::File)? {
-        return Err(Error::foreign(
-            &tmp,
-            "left by an interrupted database creation or not ours; remove it to create the \
-             database here",
-        ));
+        let bytes = read_nofollow(&tmp).map_err(|e| Error::io("read", &tmp, e))?;
+        if bytes.is_empty() {
+            fs.remove_file(&tmp)
+                .map_err(|e| Error::io("unlink", &tmp, e))?;
+        } else {
+            let id = DbId::decode(&bytes, &tmp).map_err(|_| {
+                Error::foreign(
+                    &tmp,
+                    "it is not a whole butter_db identity; remove it to create the database here",
+                )
+            })?;
+            fs.rename(&tmp, &dst)
+                .map_err(|e| Error::io("rename", &dst, e))?;
+            return Ok(id);
+        }
     }
+    let id = DbId::generate()?;
     fs.write_new_file(&tmp, &id.encode(), mode)
         .map_err(|e| Error::io("write", &tmp, e))?;
-    let dst = dir.join(ID_FILE);
     fs.rename(&tmp, &dst)
-        .map_err(|e| Error::io("rename", &dst, e))
+        .map_err(|e| Error::io("rename", &dst, e))?;
+    Ok(id)
 }
 
 /// Checks that the generation directory `gen` carries identity `id`.

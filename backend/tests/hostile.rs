@@ -374,3 +374,24 @@ fn small_btrfs(base: &Path, mib: u64) -> SmallFs {
         .arg(&path));
     SmallFs { path, img }
 }
+
+/// A `butter.id.tmp` in a directory without a database: someone's file is refused and kept; an
+/// empty one (a first open killed between creating and writing it) is replaced.
+#[test]
+fn leftover_identity_tmp() {
+    let Some(dir) = common::btrfs_dir("hostile_idtmp") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    std::fs::create_dir(&db).unwrap();
+    std::fs::write(db.join("butter.id.tmp"), b"someone's notes").unwrap();
+    assert_foreign(Env::open_path(&db), &db.join("butter.id.tmp"));
+    assert_eq!(
+        std::fs::read(db.join("butter.id.tmp")).unwrap(),
+        b"someone's notes"
+    );
+    std::fs::write(db.join("butter.id.tmp"), b"").unwrap();
+    let env = Env::open_path(&db).expect("an empty leftover is replaced");
+    assert!(db.join("butter.id").is_file() && !db.join("butter.id.tmp").exists());
+    drop(env);
+}

@@ -29,13 +29,26 @@ pub struct TestDir {
 
 impl Drop for TestDir {
     fn drop(&mut self) {
-        // Subvolumes inside need the btrfs tool (or the engine's own delete); best effort.
-        let _ = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "for s in {p}/gen-* {p}/live; do [ -e \"$s\" ] && (btrfs property set -ts \"$s\" ro false; btrfs subvolume delete -c \"$s\") >/dev/null 2>&1; done; rm -rf {p}",
-                p = self.path.display()
-            ))
-            .status();
+        // Best effort: subvolumes anywhere below (read-only ones included) are deleted with the
+        // engine's own deletion, everything else removed as usual.
+        remove_tree(&self.path);
     }
+}
+
+fn remove_tree(dir: &std::path::Path) {
+    use butter_db::fs::{is_subvolume_root, BtrfsFs, Fs};
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for entry in rd.flatten() {
+            let path = entry.path();
+            let Ok(ft) = entry.file_type() else { continue };
+            if ft.is_dir() && is_subvolume_root(&path).unwrap_or(false) {
+                let _ = BtrfsFs.delete_subvolume(&path);
+            } else if ft.is_dir() {
+                remove_tree(&path);
+            } else {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
