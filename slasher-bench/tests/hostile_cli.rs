@@ -64,22 +64,17 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// One response file of the mainnet sample (committed in `data/`, or beside the repository in
-/// `../shared/data/`).
+/// One response file of the mainnet sample committed in `data/`.
 fn sample_file(kind: &str, slot: u64) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let name = format!("{kind}/{slot}.json.gz");
-    let candidates = [
-        manifest.join("../data/mainnet-merge-2022").join(&name),
-        manifest
-            .join("../../shared/data/mainnet-merge-2022")
-            .join(&name),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .unwrap_or_else(|| panic!("the mainnet sample file {name} is missing"))
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../data/mainnet-merge-2022")
+        .join(format!("{kind}/{slot}.json.gz"));
+    assert!(
+        path.is_file(),
+        "the mainnet sample file {} is missing",
+        path.display()
+    );
+    path
 }
 
 fn p(path: &Path) -> &str {
