@@ -26,7 +26,8 @@
 //! # Where we differ from a Lighthouse backend, and why
 //!
 //! - `del` of a missing key is `Ok` on every backend. Lighthouse's LMDB backend returns
-//!   `NotFound` as an error; MDBX and redb return `Ok`. The spec recommends `Ok`.
+//!   `NotFound` as an error; MDBX and redb return `Ok`. Lighthouse's only caller, pruning,
+//!   deletes ids it has just read from another table, so the key always exists there.
 //! - redb: table handles are opened once per transaction and cached instead of re-opening the
 //!   table on every operation; `delete_while` stops at the first non-match like LMDB (Lighthouse's
 //!   redb uses `extract_from_if`, which deletes *every* match to the end of the table and counts

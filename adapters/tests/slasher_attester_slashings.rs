@@ -1,4 +1,4 @@
-//! Lighthouse's attester-slashing scenarios (spec §6.1), on every compiled backend.
+//! Lighthouse's attester-slashing scenarios (`docs/background.md` §1.7), on every compiled backend.
 //!
 //! Each case opens a fresh slasher with Lighthouse's default configuration, feeds the
 //! attestations through a driver, compares the slashings found with the expected set, then
@@ -201,8 +201,8 @@ fn surrounded_by_single_val_multi_chunk<E: Environment>(ctx: &TestCtx) {
     );
 }
 
-/// In one batch the pair is ordered by the attestations' data hashes (spec §3.2 step 5), so only
-/// the slashed validators are compared here, not the order inside the slashing.
+/// In one batch the pair is ordered by the attestations' data hashes (`docs/background.md` §1.4
+/// step 5), so only the slashed validators are compared here, not the order inside the slashing.
 fn double_vote_in_one_batch<E: Environment>(ctx: &TestCtx) {
     let a = att(&[0, 1, 2], 0, 1, 0);
     let b = att(&[1, 2, 3], 0, 1, 1);

@@ -1,6 +1,7 @@
-//! Byte compatibility with Lighthouse's on-disk format (spec §2, §8), on every compiled backend.
+//! Byte compatibility with Lighthouse's on-disk format (`docs/background.md` §1.1, §1.3), on every
+//! compiled backend.
 //!
-//! The expected keys and values are written out by hand from the spec's byte layouts, not
+//! The expected keys and values are written out by hand from those byte layouts, not
 //! produced by the slasher's encoders. Tiles are compared after inflating them (compressed bytes
 //! are not canonical), and a zlib stream built by hand (a stored block with its Adler-32) must
 //! decode, both directly and when planted in a backend for the slasher to load and rewrite.
@@ -35,7 +36,7 @@ fn example_attestation() -> IndexedAttestation {
     IndexedAttestation::new(vec![300_000], data, signature).expect("one index")
 }
 
-/// Its SSZ, by hand (spec §8: offset, data, signature, indices).
+/// Its SSZ, by hand (`docs/background.md` §1.3: offset, data, signature, indices).
 fn example_attestation_ssz() -> Vec<u8> {
     let mut v = Vec::new();
     v.extend_from_slice(&[0xE4, 0x00, 0x00, 0x00]); // offset of the indices = 228
@@ -80,7 +81,7 @@ fn leaf_u64(x: u64) -> [u8; 32] {
     leaf
 }
 
-/// The two hashes of spec §8, merkleised by hand.
+/// The two hashes of `docs/background.md` §1.3, merkleised by hand.
 fn example_hashes() -> ([u8; 32], [u8; 32]) {
     let zero = [0u8; 32];
     // AttestationData: 5 fields padded to 8 leaves; checkpoints are sub-containers.

@@ -1,5 +1,5 @@
 //! `metadata`: schema version 3 and the 24-byte `DiskConfig` are written on first open and
-//! checked on every open (spec §2.9, §4), on every compiled backend.
+//! checked on every open (`docs/background.md` §1.1), on every compiled backend.
 
 mod slasher_support;
 

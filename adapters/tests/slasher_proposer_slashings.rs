@@ -1,4 +1,4 @@
-//! Lighthouse's proposer-slashing scenarios (spec §6.2), on every compiled backend.
+//! Lighthouse's proposer-slashing scenarios (`docs/background.md` §1.7), on every compiled backend.
 
 mod slasher_support;
 

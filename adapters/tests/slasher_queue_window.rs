@@ -1,5 +1,5 @@
 //! Validation at batch time (deferral, dropping) and the history window wrap-around
-//! (spec §3.2 step 2, §6.3), on every compiled backend.
+//! (`docs/background.md` §1.4 step 2, §1.7), on every compiled backend.
 
 mod slasher_support;
 

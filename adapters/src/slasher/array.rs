@@ -1,5 +1,5 @@
-//! The min and max target arrays (spec §2.6, §3.3): tiles, their encoding, and the per-batch
-//! update of one validator chunk.
+//! The min and max target arrays (`docs/background.md` §1.2): tiles, their encoding, and the
+//! per-batch update of one validator chunk.
 //!
 //! A tile covers C epochs × K validators. Its cell `validator_offset × C + chunk_offset` holds a
 //! distance `target − epoch` as a `u16`; the stored target is `epoch + cell`.
@@ -220,11 +220,11 @@ pub const TILE_COMPRESSION_LEVEL: i32 = 1;
 
 /// Reusable state for encoding and decoding tiles, with libdeflate (zlib format, level
 /// [`TILE_COMPRESSION_LEVEL`]).
-/// Lighthouse compresses with C zlib; the compressed bytes are not canonical (spec §2.6) and
-/// Lighthouse only ever inflates them, so any valid zlib stream that inflates to the same tile
-/// bytes is compatible. libdeflate compresses and inflates whole buffers several times faster,
-/// which matters because a cold start rewrites about 256 tiles per validator chunk per batch.
-/// A stream that inflates to more than a tile (someone else's writer) falls back to flate2's
+/// Lighthouse compresses with C zlib; the compressed bytes are not canonical (`docs/background.md`
+/// §1.2) and Lighthouse only ever inflates them, so any valid zlib stream that inflates to the same
+/// tile bytes is compatible. libdeflate compresses and inflates whole buffers several times faster,
+/// which matters because a cold start rewrites about 256 tiles per validator chunk per batch. A
+/// stream that inflates to more than a tile (someone else's writer) falls back to flate2's
 /// streaming inflater, which reads just the tile from the front.
 pub struct TileCodec {
     compressor: libdeflater::Compressor,

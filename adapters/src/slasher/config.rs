@@ -1,5 +1,5 @@
 //! The slasher's configuration (Lighthouse's `slasher::Config`, storage-relevant part) and the
-//! geometry helpers of the min/max target arrays (spec §3.3).
+//! geometry helpers of the min/max target arrays (`docs/background.md` §1.2).
 //!
 //! | Parameter | Symbol | Default |
 //! |---|---|---|

@@ -318,7 +318,8 @@ fn delete_prefix_while<T: RwTransaction>(
     }
 }
 
-/// The deletions of `prune_database(current_epoch)` (spec §3.2, end), without the commit.
+/// The deletions of `prune_database(current_epoch)` (`docs/background.md` §1.4, last paragraph),
+/// without the commit.
 pub(crate) fn prune<T: RwTransaction>(
     txn: &mut T,
     dbs: &OpenDatabases<T::Database>,

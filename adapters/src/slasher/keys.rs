@@ -1,5 +1,5 @@
-//! Key and value encodings of the nine tables (spec §2). All key integers are big-endian, so byte
-//! order is numeric order; "SSZ u64" values are little-endian.
+//! Key and value encodings of the nine tables (`docs/background.md` §1.1). All key integers are
+//! big-endian, so byte order is numeric order; "SSZ u64" values are little-endian.
 //!
 //! | Table | Key | Value |
 //! |---|---|---|

@@ -5,7 +5,7 @@
 //! queued by [`Slasher::accept_attestation`] and [`Slasher::accept_block_header`] (both hashes
 //! of an attestation are computed there, on the caller's thread, as in Lighthouse);
 //! [`Slasher::process_queued`] then runs one batch in **one** write transaction, in the order of
-//! spec §3.2:
+//! `docs/background.md` §1.4:
 //!
 //! 1. block headers (double proposals);
 //! 2. validation: drop if `source > target` or `source + H ≤ c`; defer (re-queue) if `target > c`;
@@ -198,7 +198,7 @@ impl<E: Environment> Slasher<E> {
     }
 
     /// Process everything queued as one batch at `current_epoch`, in one write transaction
-    /// (spec §3.2).
+    /// (`docs/background.md` §1.4).
     ///
     /// # Errors
     /// Any storage or decoding error aborts the batch: the transaction is rolled back and the

@@ -1,5 +1,6 @@
 //! Queued attestations with their hashes, the batch built from them (validation,
-//! de-duplication, grouping by validator chunk: spec §3.2 steps 2, 3 and 5), and the block queue.
+//! de-duplication, grouping by validator chunk: `docs/background.md` §1.4 steps 2, 3 and 5), and
+//! the block queue.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use super::config::Config;
 use super::keys::MAX_ATTESTER_VALIDATOR_INDEX;
 use super::types::{Hash256, IndexedAttestation, SignedBeaconBlockHeader};
 
-/// An attestation with the two hashes Lighthouse computes at enqueue time (spec §8).
+/// An attestation with the two hashes Lighthouse computes at enqueue time (`docs/background.md`
+/// §1.3).
 ///
 /// The fields are private so that the hashes always match the attestation: the only
 /// constructor computes them.
@@ -123,7 +125,7 @@ impl BlockQueue {
     }
 }
 
-/// What validation decided for one dequeued attestation (spec §3.2 step 2).
+/// What validation decided for one dequeued attestation (`docs/background.md` §1.4 step 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Validity {
     /// Process it now.
@@ -159,8 +161,8 @@ pub fn classify(record: &AttesterRecord, current_epoch: u64, config: &Config) ->
     }
 }
 
-/// The de-duplicated batch (spec §3.2 step 3): for each `(validator, data_hash)` the record with
-/// the most attesting indices (the earliest on a tie).
+/// The de-duplicated batch (`docs/background.md` §1.4 step 3): for each `(validator, data_hash)`
+/// the record with the most attesting indices (the earliest on a tie).
 #[derive(Debug, Default)]
 pub(crate) struct AttestationBatch {
     /// `(validator, data_hash)` → position in `records`.
@@ -205,9 +207,9 @@ impl AttestationBatch {
             .collect()
     }
 
-    /// Subqueues per validator chunk (spec §3.2 step 5): entry `vci` lists record positions in
-    /// ascending `(validator, data_hash)` order, once per validator of the record in that chunk.
-    /// Empty chunks below the highest one are included.
+    /// Subqueues per validator chunk (`docs/background.md` §1.4 step 5): entry `vci` lists record
+    /// positions in ascending `(validator, data_hash)` order, once per validator of the record in
+    /// that chunk. Empty chunks below the highest one are included.
     pub(crate) fn group_by_validator_chunk(&self, config: &Config) -> Vec<Vec<usize>> {
         let mut subqueues: Vec<Vec<usize>> = Vec::new();
         for (&(v, _), &pos) in &self.attesters {
