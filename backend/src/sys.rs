@@ -3,7 +3,8 @@
 //! Every function here is a safe wrapper: it takes borrowed file descriptors (which are open for
 //! the duration of the call by construction) and validated names, and returns `io::Result`.
 //! Struct layouts and request numbers follow the kernel's `include/uapi/linux/btrfs.h` and
-//! `include/uapi/linux/fs.h` (tabulated in spec/btrfs.md §B.0); both are checked at compile time.
+//! `include/uapi/linux/fs.h` (tabulated in `docs/background.md` §2.7); both are checked at
+//! compile time.
 
 // The workspace denies `unsafe_code`; this module is the single, reviewed exception (style rule
 // 8). Each `unsafe` block below states why it is sound.
@@ -163,7 +164,7 @@ pub const FS_NOCOW_FL: u32 = 0x0080_0000;
 nix::ioctl_write_ptr!(ioc_ficlonerange, BTRFS_IOCTL_MAGIC, 13, file_clone_range);
 
 // The request numbers the macros above compute, against the values in the uapi headers
-// (spec/btrfs.md §B.0). A wrong struct size or direction would change them.
+// (`docs/background.md` §2.7). A wrong struct size or direction would change them.
 const _: () = {
     use nix::{request_code_none, request_code_read, request_code_write};
     let vol = size_of::<btrfs_ioctl_vol_args>();
