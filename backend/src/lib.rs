@@ -21,6 +21,11 @@ mod cache;
 mod env;
 mod error;
 pub mod fs;
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod manifest;
 mod memkey;
 mod memtable;

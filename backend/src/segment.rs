@@ -373,7 +373,9 @@ impl Segment {
                 got,
             });
         }
-        let mut blocks = Vec::with_capacity(block_count);
+        // The footer's count is not trusted for the allocation: each index entry takes at
+        // least 14 bytes of the (checksummed, file-backed) index.
+        let mut blocks = Vec::with_capacity(block_count.min(index.len() / 14));
         let mut at = 0usize;
         let mut next_offset = 0u64;
         for _ in 0..block_count {
@@ -397,6 +399,12 @@ impl Segment {
             return Err(Error::corrupted(
                 &path,
                 "block index does not cover the data",
+            ));
+        }
+        if blocks.is_empty() != (entries == 0) {
+            return Err(Error::corrupted(
+                &path,
+                format!("{entries} entries in {} blocks", blocks.len()),
             ));
         }
         let mut seg = Segment {
@@ -524,7 +532,9 @@ impl Segment {
             return Ok(None);
         }
         let Some(key) = key else {
-            let bi = self.blocks.len() - 1;
+            let Some(bi) = self.blocks.len().checked_sub(1) else {
+                return Ok(None);
+            };
             let n = self.block(bi)?.len();
             return Ok(n.checked_sub(1).map(|e| Pos {
                 block: bi,
