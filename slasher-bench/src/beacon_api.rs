@@ -401,18 +401,29 @@ pub fn read_body_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ApiFileErro
         return Err(too_large());
     }
     if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(raw.as_slice())
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut out)
-            .map_err(io)?;
-        if out.len() as u64 > limit {
-            return Err(too_large());
-        }
-        Ok(out)
+        gunzip_limited(&raw, path, limit)
     } else {
         Ok(raw)
     }
+}
+
+/// Inflate the gzip member(s) in `raw`, at most `limit` bytes; `path` names them in errors.
+fn gunzip_limited(raw: &[u8], path: &Path, limit: u64) -> Result<Vec<u8>, ApiFileError> {
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(raw)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|source| ApiFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if out.len() as u64 > limit {
+        return Err(ApiFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(out)
 }
 
 /// Parse a response file; a top-level `null` gives `None`.
@@ -421,7 +432,39 @@ pub fn read_body_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ApiFileErro
 /// I/O, gzip or JSON errors.
 pub fn read_response<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, ApiFileError> {
     let body = read_body(path)?;
-    serde_json::from_slice::<Option<T>>(&body).map_err(|source| ApiFileError::Json {
+    parse_json(&body, path)
+}
+
+/// Parse one response document held in memory, as [`read_response`] parses a file's bytes:
+/// gunzipped if it starts with the gzip magic, at most [`MAX_INFLATED_BYTES`] (raw and
+/// inflated); a top-level `null` gives `None`. `path` only names the document in errors. (The
+/// importer reads files; this is the same decoding for callers holding the bytes, such as the
+/// fuzz tier.)
+///
+/// # Errors
+/// [`ApiFileError::TooLarge`], gzip errors (as [`ApiFileError::Io`]) and JSON errors.
+pub fn parse_response<T: for<'de> Deserialize<'de>>(
+    raw: &[u8],
+    path: &Path,
+) -> Result<Option<T>, ApiFileError> {
+    if raw.len() as u64 > MAX_INFLATED_BYTES {
+        return Err(ApiFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_INFLATED_BYTES,
+        });
+    }
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        parse_json(&gunzip_limited(raw, path, MAX_INFLATED_BYTES)?, path)
+    } else {
+        parse_json(raw, path)
+    }
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(
+    body: &[u8],
+    path: &Path,
+) -> Result<Option<T>, ApiFileError> {
+    serde_json::from_slice::<Option<T>>(body).map_err(|source| ApiFileError::Json {
         path: path.to_path_buf(),
         source,
     })
