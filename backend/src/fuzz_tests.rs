@@ -30,6 +30,9 @@ const EXTREMES: [u64; 5] = [0, 1, u16::MAX as u64, u32::MAX as u64, u64::MAX];
 const TIME_LIMIT: Duration = Duration::from_secs(1);
 /// Bound on the peak RSS growth over one decoder's loop.
 const RSS_LIMIT_MIB: u64 = 512;
+/// Bound on the peak virtual memory growth over one loop: one reservation of a length field
+/// the input does not back (the footer's u32::MAX block count reserved 128 GiB) exceeds it.
+const VM_LIMIT_MIB: u64 = 768;
 
 /// Inputs per decoder: `FUZZ_ITERATIONS` if larger than the floor of 10,000.
 fn iterations() -> u64 {
@@ -147,13 +150,32 @@ fn hex_dump(bytes: &[u8]) -> String {
 }
 
 /// Peak resident set size of this process, in KiB (`VmHWM`).
-pub(crate) fn peak_rss_kib() -> u64 {
+fn peak_rss_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+/// Peak virtual memory size of this process, in KiB (`VmPeak`): catches a large allocation
+/// that is never touched, which the RSS does not show.
+fn peak_vm_kib() -> u64 {
+    status_kib("VmPeak:")
+}
+
+fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// One fuzz loop at a time in this process, so that each one's memory peaks are its own (the
+/// engine's other unit tests are small).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What one decoder's loop saw.
@@ -165,6 +187,7 @@ struct Tier {
     slow: u64,
     slowest: Duration,
     rss_growth_mib: u64,
+    vm_growth_mib: u64,
 }
 
 /// Run `decode` on `iterations()` inputs mutated from `seeds` (each fixed up by `fixup` half
@@ -178,7 +201,10 @@ fn run_tier<E: std::fmt::Display>(
     let n = iterations();
     let mut rng = ChaCha8Rng::seed_from_u64(base_seed() ^ crc32fast::hash(name.as_bytes()) as u64);
     let failures = std::env::temp_dir().join("butter-fuzz-failures");
+    let _serial = serial();
+    let began = Instant::now();
     let rss_before = peak_rss_kib();
+    let vm_before = peak_vm_kib();
     let mut tier = Tier {
         inputs: 0,
         panics: 0,
@@ -186,6 +212,7 @@ fn run_tier<E: std::fmt::Display>(
         slow: 0,
         slowest: Duration::ZERO,
         rss_growth_mib: 0,
+        vm_growth_mib: 0,
     };
     // The seeds themselves first: they must decode.
     let mut inputs: Vec<Vec<u8>> = seeds.iter().map(|s| s.bytes.clone()).collect();
@@ -240,6 +267,12 @@ fn run_tier<E: std::fmt::Display>(
         }
     }
     tier.rss_growth_mib = peak_rss_kib().saturating_sub(rss_before) / 1024;
+    tier.vm_growth_mib = peak_vm_kib().saturating_sub(vm_before) / 1024;
+    eprintln!(
+        "{name}: {:.1} s, peak virtual memory growth {} MiB",
+        began.elapsed().as_secs_f64(),
+        tier.vm_growth_mib
+    );
     println!(
         "tier fuzz-{name}: {} inputs, {} panics, {} typed errors, slowest {:.1} ms, peak RSS \
          growth {} MiB",
@@ -260,6 +293,11 @@ fn check(name: &str, tier: &Tier) {
         tier.rss_growth_mib < RSS_LIMIT_MIB,
         "{name}: peak RSS grew {} MiB",
         tier.rss_growth_mib
+    );
+    assert!(
+        tier.vm_growth_mib < VM_LIMIT_MIB,
+        "{name}: peak virtual memory grew {} MiB (an allocation the input does not back?)",
+        tier.vm_growth_mib
     );
     assert!(
         tier.typed_errors > 0,
@@ -548,7 +586,11 @@ fn fuzz_regression_segment_block_count_u32_max() {
         "425452534547303101000000ffffffff00000000000000000000000000000000000000000000000043bf43ae",
     );
     let scratch = Scratch::new("regression-block-count");
+    let _serial = serial();
+    let vm_before = peak_vm_kib();
     let err = read_segment(&bytes, &scratch.0.join("1.seg"), 0).unwrap_err();
+    let grew_mib = peak_vm_kib().saturating_sub(vm_before) / 1024;
+    assert!(grew_mib < 256, "peak virtual memory grew {grew_mib} MiB");
     assert!(
         matches!(err, crate::Error::Corrupted { .. }),
         "{err:?} is not Corrupted"
