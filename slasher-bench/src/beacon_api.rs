@@ -28,6 +28,10 @@ use std::path::{Path, PathBuf};
 /// small gzip can inflate to.
 pub const MAX_INFLATED_BYTES: u64 = 64 << 20;
 
+/// The most members a committee has (the consensus spec's `MAX_VALIDATORS_PER_COMMITTEE`), so
+/// the most bits an `aggregation_bits` bitlist holds.
+pub const MAX_VALIDATORS_PER_COMMITTEE: usize = 2048;
+
 /// Why a response file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -114,6 +118,23 @@ fn hex_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
     hex::decode(digits).map_err(|e| D::Error::custom(format!("bad hex: {e}")))
 }
 
+/// An `aggregation_bits` bitlist: `Bitlist[MAX_VALIDATORS_PER_COMMITTEE]` in the spec, so at
+/// most 2,048 bits and 257 bytes. Longer is refused here: the importer infers the active-set
+/// size from bitlist lengths (2,048 committees an epoch), and one long bitlist would make it
+/// shuffle billions of validators.
+fn committee_bitlist<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let bytes = hex_bytes(d)?;
+    if bytes.len() > MAX_VALIDATORS_PER_COMMITTEE / 8 + 1
+        || bitlist_len(&bytes).is_some_and(|n| n > MAX_VALIDATORS_PER_COMMITTEE)
+    {
+        return Err(D::Error::custom(format!(
+            "aggregation_bits of {} bytes holds more than {MAX_VALIDATORS_PER_COMMITTEE} bits",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
 fn hex_fixed<'de, D: Deserializer<'de>, const N: usize>(d: D) -> Result<[u8; N], D::Error> {
     let bytes = hex_bytes(d)?;
     let len = bytes.len();
@@ -186,8 +207,8 @@ impl ApiAttestationData {
 /// length bit).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ApiAttestation {
-    /// The bitlist bytes.
-    #[serde(deserialize_with = "hex_bytes")]
+    /// The bitlist bytes (at most [`MAX_VALIDATORS_PER_COMMITTEE`] bits).
+    #[serde(deserialize_with = "committee_bitlist")]
     pub aggregation_bits: Vec<u8>,
     /// The data.
     pub data: ApiAttestationData,
@@ -199,8 +220,8 @@ pub struct ApiAttestation {
 /// Only the fields of an attestation needed to infer committee sizes.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ApiAttestationShape {
-    /// The bitlist bytes.
-    #[serde(deserialize_with = "hex_bytes")]
+    /// The bitlist bytes (at most [`MAX_VALIDATORS_PER_COMMITTEE`] bits).
+    #[serde(deserialize_with = "committee_bitlist")]
     pub aggregation_bits: Vec<u8>,
     /// The data (slot and index are used).
     pub data: ApiSlotIndex,
