@@ -12,40 +12,10 @@ use crate::config::BackendConfig;
 use crate::error::Error;
 use crate::tables::OpenDatabases;
 
-/// A butter_db environment; `F` picks the table format (segments by default).
+/// A butter_db environment.
 #[derive(Debug)]
-pub struct Environment<F: Format = Segments> {
+pub struct Environment {
     env: butter_db::Env,
-    _format: std::marker::PhantomData<F>,
-}
-
-/// butter_db with SQLite table files, journaling and syncs off (backend `butter-sqlite`).
-pub type SqliteEnvironment = Environment<Sqlite>;
-
-/// A butter_db table format, as a type.
-pub trait Format: Send + Sync + std::fmt::Debug + 'static {
-    /// The backend name.
-    const NAME: &'static str;
-    /// The engine's table format.
-    const FORMAT: butter_db::TableFormat;
-}
-
-/// Immutable sorted segment files (backend `butter`).
-#[derive(Debug)]
-pub struct Segments;
-
-/// SQLite files (backend `butter-sqlite`).
-#[derive(Debug)]
-pub struct Sqlite;
-
-impl Format for Segments {
-    const NAME: &'static str = "butter";
-    const FORMAT: butter_db::TableFormat = butter_db::TableFormat::Segments;
-}
-
-impl Format for Sqlite {
-    const NAME: &'static str = "butter-sqlite";
-    const FORMAT: butter_db::TableFormat = butter_db::TableFormat::Sqlite;
 }
 
 /// A table handle.
@@ -64,26 +34,21 @@ pub struct Cursor<'txn, 'env> {
     cursor: butter_db::Cursor<'txn, 'env>,
 }
 
-impl<F: Format> Environment<F> {
+impl Environment {
     /// The engine's environment (for statistics and tests).
     pub fn env(&self) -> &butter_db::Env {
         &self.env
     }
 }
 
-impl<F: Format> backend::Environment for Environment<F> {
-    const NAME: &'static str = F::NAME;
+impl backend::Environment for Environment {
+    const NAME: &'static str = "butter";
     type Database = Database;
     type RwTransaction<'env> = RwTransaction<'env>;
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
-        let env = butter_db::Env::builder(&config.path)
-            .table_format(F::FORMAT)
-            .open()?;
-        Ok(Environment {
-            env,
-            _format: std::marker::PhantomData,
-        })
+        let env = butter_db::Env::builder(&config.path).open()?;
+        Ok(Environment { env })
     }
 
     fn create_databases(&self) -> Result<OpenDatabases<Database>, Error> {

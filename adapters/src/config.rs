@@ -19,20 +19,17 @@ pub enum DatabaseBackend {
     Mdbx,
     /// redb 2.x (feature `redb`).
     Redb,
-    /// butter_db with its segment table format (feature `butter`).
+    /// butter_db (feature `butter`).
     Butter,
-    /// butter_db with SQLite table files, journaling and syncs off (feature `butter`).
-    ButterSqlite,
 }
 
 impl DatabaseBackend {
     /// Every backend, compiled in or not.
-    pub const ALL: [DatabaseBackend; 5] = [
+    pub const ALL: [DatabaseBackend; 4] = [
         DatabaseBackend::Lmdb,
         DatabaseBackend::Mdbx,
         DatabaseBackend::Redb,
         DatabaseBackend::Butter,
-        DatabaseBackend::ButterSqlite,
     ];
 
     /// The lowercase name.
@@ -42,7 +39,6 @@ impl DatabaseBackend {
             DatabaseBackend::Mdbx => "mdbx",
             DatabaseBackend::Redb => "redb",
             DatabaseBackend::Butter => "butter",
-            DatabaseBackend::ButterSqlite => "butter-sqlite",
         }
     }
 
@@ -52,7 +48,7 @@ impl DatabaseBackend {
             DatabaseBackend::Lmdb => "lmdb",
             DatabaseBackend::Mdbx => "mdbx",
             DatabaseBackend::Redb => "redb",
-            DatabaseBackend::Butter | DatabaseBackend::ButterSqlite => "butter",
+            DatabaseBackend::Butter => "butter",
         }
     }
 
@@ -62,7 +58,7 @@ impl DatabaseBackend {
             DatabaseBackend::Lmdb => cfg!(feature = "lmdb"),
             DatabaseBackend::Mdbx => cfg!(feature = "mdbx"),
             DatabaseBackend::Redb => cfg!(feature = "redb"),
-            DatabaseBackend::Butter | DatabaseBackend::ButterSqlite => cfg!(feature = "butter"),
+            DatabaseBackend::Butter => cfg!(feature = "butter"),
         }
     }
 

@@ -32,7 +32,7 @@ pub enum Error {
     },
     /// A backend name that no backend has.
     #[error(
-        "unknown database backend {0:?}; expected one of lmdb, mdbx, redb, butter, butter-sqlite"
+        "unknown database backend {0:?}; expected one of lmdb, mdbx, redb, butter"
     )]
     UnknownBackend(String),
     /// The backend exists but this build does not include it.

@@ -94,8 +94,6 @@ pub fn with_backend<V: BackendVisitor>(
         DatabaseBackend::Redb => Ok(visitor.visit::<redb::Environment>()),
         #[cfg(feature = "butter")]
         DatabaseBackend::Butter => Ok(visitor.visit::<butter::Environment>()),
-        #[cfg(feature = "butter")]
-        DatabaseBackend::ButterSqlite => Ok(visitor.visit::<butter::SqliteEnvironment>()),
         _ => Err(Error::BackendNotCompiled {
             backend: backend.name(),
             feature: backend.cargo_feature(),

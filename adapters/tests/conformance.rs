@@ -40,14 +40,6 @@ mod conformance {
         available = btrfs_available
     );
 
-    #[cfg(feature = "butter")]
-    slasher_adapters::conformance_tests!(
-        butter_sqlite,
-        slasher_adapters::butter::SqliteEnvironment,
-        btrfs_temp_dir,
-        available = btrfs_available
-    );
-
     /// Whether `BUTTER_BTRFS_DIR` names the btrfs mount. Outside CI a missing mount skips the
     /// butter tests with a loud line on stderr; with `CI=true` it fails them.
     #[cfg(feature = "butter")]

@@ -21,7 +21,6 @@ use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
 use crate::root::{self, gen_name, Kind, COMPACT_DIR, ID_FILE, LIVE_DIR, LOCK_FILE};
 use crate::segment::{self, Block, Segment, SegmentBuilder};
-use crate::sqlite::{self, SqliteTable};
 use crate::sys;
 use crate::txn::{ReadTxn, TableHandle, WriteTxn};
 
@@ -49,26 +48,9 @@ const DEFAULT_BLOCK_CACHE_BYTES: usize = 256 << 20;
 
 static NEXT_ENV_ID: AtomicU64 = AtomicU64::new(1);
 
-/// How tables are stored inside a generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum TableFormat {
-    /// Immutable sorted segment files (an LSM without a log). The default.
-    #[default]
-    Segments,
-    /// One SQLite file per table with journaling and syncs off, committed by the same
-    /// snapshot (backend `butter-sqlite`).
-    Sqlite,
-}
-
-impl TableFormat {
-    fn code(self) -> u32 {
-        match self {
-            TableFormat::Segments => 0,
-            TableFormat::Sqlite => 1,
-        }
-    }
-}
+/// The manifest's table-format code of the segment format, the only one this engine reads
+/// (code 1 was an SQLite-file experiment, measured and removed; see design.md §8).
+const SEGMENT_TABLE_FORMAT: u32 = 0;
 
 /// Where segment merges run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -111,7 +93,6 @@ pub struct CommitInfo {
 pub struct EnvBuilder {
     path: PathBuf,
     block_cache_bytes: usize,
-    table_format: TableFormat,
     compaction: Compaction,
     group_access: bool,
     fs: Arc<dyn Fs>,
@@ -123,7 +104,6 @@ impl EnvBuilder {
         EnvBuilder {
             path: path.into(),
             block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
-            table_format: TableFormat::Segments,
             compaction: Compaction::Background,
             group_access: false,
             fs: Arc::new(BtrfsFs),
@@ -141,12 +121,6 @@ impl EnvBuilder {
     /// Bytes of decoded segment blocks kept in memory (default 256 MiB).
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = bytes;
-        self
-    }
-
-    /// The table format of a new database; an existing one must match.
-    pub fn table_format(mut self, format: TableFormat) -> Self {
-        self.table_format = format;
         self
     }
 
@@ -194,8 +168,6 @@ pub(crate) struct TableVersion {
 /// State only the writer touches. Guarded by `Env::writer`; held for a `WriteTxn`'s life.
 #[derive(Debug)]
 pub(crate) struct WriterState {
-    /// The writable SQLite file of each table, by table index (table format `Sqlite` only).
-    pub(crate) sqlite: Vec<SqliteTable>,
     /// Test-only broken mode (`BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT`, feature `failpoints`): the
     /// generation whose snapshot was deferred to the next commit.
     deferred_snapshot: Option<u64>,
@@ -250,7 +222,6 @@ pub struct Env {
     compact: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
-    table_format: TableFormat,
     compaction: Compaction,
     /// Permission bits of the files the engine creates (0600, or 0640 with group access).
     pub(crate) file_mode: u32,
@@ -388,7 +359,7 @@ impl Env {
             fs.write_new_file(&live_id, &id.encode(), file_mode)
                 .map_err(|e| Error::io("write", &live_id, e))?;
             let manifest = Manifest {
-                table_format: b.table_format.code(),
+                table_format: SEGMENT_TABLE_FORMAT,
                 generation: 0,
                 next_seq: 1,
                 tables: Vec::new(),
@@ -418,12 +389,13 @@ impl Env {
                 ),
             ));
         }
-        if manifest.table_format != b.table_format.code() {
+        if manifest.table_format != SEGMENT_TABLE_FORMAT {
             return Err(Error::corrupted(
                 &manifest_path,
                 format!(
-                    "database uses table format {}, opened as {:?}",
-                    manifest.table_format, b.table_format
+                    "table format {} is not the segment format (0); format 1 (SQLite files) \
+                     was an experiment this engine no longer reads",
+                    manifest.table_format
                 ),
             ));
         }
@@ -454,13 +426,6 @@ impl Env {
                 segments,
             });
         }
-        let mut sqlite_tables = Vec::new();
-        if b.table_format == TableFormat::Sqlite {
-            for i in 0..tables.len() {
-                let path = live.join(sqlite::file_name(i));
-                sqlite_tables.push(SqliteTable::open_live(path, false)?);
-            }
-        }
         let version = Version {
             generation: newest,
             tables,
@@ -475,12 +440,10 @@ impl Env {
             compact,
             fs,
             cache,
-            table_format: b.table_format,
             compaction: b.compaction,
             file_mode,
             unreclaimed: AtomicU64::new(0),
             writer: Mutex::new(WriterState {
-                sqlite: sqlite_tables,
                 deferred_snapshot: None,
                 next_seq: manifest.next_seq,
                 merge: None,
@@ -500,19 +463,9 @@ impl Env {
         &self.root
     }
 
-    /// The directory of generation `generation`.
-    pub(crate) fn generation_dir(&self, generation: u64) -> PathBuf {
-        self.root.join(gen_name(generation))
-    }
-
     /// The newest committed generation.
     pub fn generation(&self) -> u64 {
         self.current.read().generation
-    }
-
-    /// The table format in use.
-    pub fn table_format(&self) -> TableFormat {
-        self.table_format
     }
 
     /// Whether a failed commit has poisoned the environment.
@@ -574,9 +527,6 @@ impl Env {
     pub fn files(&self) -> Vec<PathBuf> {
         let v = self.current.read();
         let mut files = vec![self.root.join(LOCK_FILE), self.live.join(MANIFEST_FILE)];
-        if self.table_format == TableFormat::Sqlite {
-            files.extend((0..v.tables.len()).map(|i| self.live.join(sqlite::file_name(i))));
-        }
         for t in &v.tables {
             for s in &t.segments {
                 files.push(self.live.join(segment::file_name(s.seq)));
@@ -737,7 +687,7 @@ impl Env {
     /// Start a background merge if one is due: in the table with the most segments among
     /// those where the tiered rule merges at least two. Called by a commit, after publishing.
     fn start_merge(&self, writer: &mut WriterState, version: &Version) {
-        if self.compaction == Compaction::Inline || self.table_format != TableFormat::Segments {
+        if self.compaction == Compaction::Inline {
             return;
         }
         let mut best: Option<(usize, usize)> = None;
@@ -905,27 +855,10 @@ impl Env {
             }
         }
 
-        // Step 2 (table format Sqlite): apply each memtable to its table's file in live/.
-        if self.table_format == TableFormat::Sqlite {
-            for i in writer.sqlite.len()..tables.len() {
-                let path = self.live.join(sqlite::file_name(i));
-                writer.sqlite.push(SqliteTable::open_live(path, true)?);
-            }
-            for (i, (file, mem)) in writer.sqlite.iter_mut().zip(memtables).enumerate() {
-                if !mem.is_empty() {
-                    info.bytes_written += file.apply(mem)?;
-                    info.segments_written += 1;
-                    let path = self.live.join(sqlite::file_name(i));
-                    self.fs
-                        .write_back(&path)
-                        .map_err(|e| Error::io("write back", &path, e))?;
-                }
-            }
-        }
         // Step 2: write each changed table's memtable (merged with some of its newest
         // segments) as one new segment file in live/.
         for (i, (table, mem)) in tables.iter_mut().zip(memtables).enumerate() {
-            if mem.is_empty() || self.table_format == TableFormat::Sqlite {
+            if mem.is_empty() {
                 continue;
             }
             // Segments a running background merge reads are not merged here.
@@ -971,7 +904,7 @@ impl Env {
 
         // Step 3: the new manifest, written beside the old one and renamed over it.
         let manifest = Manifest {
-            table_format: self.table_format.code(),
+            table_format: SEGMENT_TABLE_FORMAT,
             generation,
             next_seq: writer.next_seq,
             tables: tables

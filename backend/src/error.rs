@@ -115,17 +115,6 @@ pub enum Error {
     /// A previous commit failed; writes are refused until the environment is reopened.
     #[error("environment is poisoned by an earlier failed commit; reopen it")]
     Poisoned,
-    /// SQLite reported an error on a table file (table format `Sqlite`).
-    #[error("SQLite error during {op} on {path}: {source}")]
-    Sqlite {
-        /// The operation.
-        op: &'static str,
-        /// The table file.
-        path: PathBuf,
-        /// What SQLite said.
-        #[source]
-        source: rusqlite::Error,
-    },
     /// Something under the database directory was not made by this database: a symlink, an
     /// entry of the wrong type, a generation of another database, a file in `compact/` that is
     /// not a merge output, or a database directory without its identity file. Nothing was

@@ -37,7 +37,7 @@ pub trait Fs: Send + Sync + Debug {
     /// Permission bits and symlinks as for [`Fs::write_new_file`].
     fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
 
-    /// Write back a file changed through another descriptor (SQLite's) or created by
+    /// Write back a file created by
     /// [`Fs::write_new_file_nowait`], waiting for it and reporting write errors, as
     /// `write_new_file` does for its own files.
     fn write_back(&self, path: &Path) -> io::Result<()>;

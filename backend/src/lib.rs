@@ -31,10 +31,9 @@ mod memkey;
 mod memtable;
 mod root;
 mod segment;
-mod sqlite;
 mod sys;
 mod txn;
 
-pub use env::{CommitInfo, Compaction, Env, EnvBuilder, TableFormat};
+pub use env::{CommitInfo, Compaction, Env, EnvBuilder};
 pub use error::{Error, Result};
 pub use txn::{Cursor, ReadTxn, TableHandle, WriteTxn};

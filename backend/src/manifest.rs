@@ -5,7 +5,7 @@
 //! OFFSET   SIZE  DESCRIPTION
 //! 0        8     magic "BTRMANI1"
 //! 8        4     format version u32 (FORMAT_VERSION)
-//! 12       4     table format u32: 0 = segments, 1 = SQLite files
+//! 12       4     table format u32: 0 = segments (the only one read; 1 was SQLite files)
 //! 16       8     generation u64 (N of the gen-N snapshot this manifest is committed as)
 //! 24       8     next segment sequence number u64
 //! 32       4     table count u32

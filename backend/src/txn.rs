@@ -1,17 +1,15 @@
 //! Transactions and cursors.
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
-use crate::env::{CommitInfo, Env, TableFormat, Version, WriterState};
+use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::segment::Segment;
-use crate::sqlite::{self, SqliteTable};
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,8 +29,6 @@ impl TableHandle {
 struct TableView<'a> {
     mem: Option<&'a Memtable>,
     segments: &'a [Arc<Segment>],
-    /// The committed contents in an SQLite file (table format `Sqlite`; no tombstones).
-    sqlite: Option<&'a SqliteTable>,
 }
 
 impl<'a> TableView<'a> {
@@ -45,10 +41,7 @@ impl<'a> TableView<'a> {
                 return Ok(v);
             }
         }
-        match self.sqlite {
-            Some(t) => Ok(t.get(key)?.map(Cow::Owned)),
-            None => Ok(None),
-        }
+        Ok(None)
     }
 
     /// The memtable's entry for `key`: `Some(None)` is a deletion.
@@ -65,10 +58,7 @@ impl<'a> TableView<'a> {
                 return Ok(live);
             }
         }
-        match self.sqlite {
-            Some(t) => Ok(t.get(key)?.is_some()),
-            None => Ok(false),
-        }
+        Ok(false)
     }
 
     /// The smallest live key after `from` (>= if `inclusive`), or the first key if `from` is
@@ -102,11 +92,6 @@ impl<'a> TableView<'a> {
                     consider(seg.block(p.block)?.key(p.entry));
                 }
             }
-            if let Some(t) = self.sqlite {
-                if let Some(k) = t.seek_ge(cur.as_deref(), incl)? {
-                    consider(&k);
-                }
-            }
             let Some(candidate) = best else {
                 return Ok(None);
             };
@@ -136,11 +121,6 @@ impl<'a> TableView<'a> {
             for seg in self.segments {
                 if let Some(p) = seg.seek_lt(cur.as_deref())? {
                     consider(seg.block(p.block)?.key(p.entry));
-                }
-            }
-            if let Some(t) = self.sqlite {
-                if let Some(k) = t.seek_lt(cur.as_deref())? {
-                    consider(&k);
                 }
             }
             let Some(candidate) = best else {
@@ -228,7 +208,6 @@ impl<'env> WriteTxn<'env> {
                 .tables
                 .get(index)
                 .map_or(&[], |t| t.segments.as_slice()),
-            sqlite: self.writer.sqlite.get(index),
         }
     }
 
@@ -269,8 +248,7 @@ impl<'env> WriteTxn<'env> {
     /// Unknown table.
     pub fn delete(&mut self, t: TableHandle, key: &[u8]) -> Result<()> {
         let i = self.index(t)?;
-        let view = self.view(i);
-        let needs_tombstone = !view.segments.is_empty() || view.sqlite.is_some();
+        let needs_tombstone = !self.view(i).segments.is_empty();
         if let Some(m) = self.memtables.get_mut(i) {
             if needs_tombstone {
                 m.insert(key, None);
@@ -435,21 +413,11 @@ impl Cursor<'_, '_> {
 pub struct ReadTxn<'env> {
     env: &'env Env,
     version: Arc<Version>,
-    /// Table format `Sqlite`: each table's file in the pinned `gen-N/`, opened on first use.
-    sqlite: Vec<OnceCell<SqliteTable>>,
 }
 
 impl<'env> ReadTxn<'env> {
     pub(crate) fn new(env: &'env Env, version: Arc<Version>) -> Self {
-        let sqlite = match env.table_format() {
-            TableFormat::Sqlite => (0..version.tables.len()).map(|_| OnceCell::new()).collect(),
-            _ => Vec::new(),
-        };
-        ReadTxn {
-            env,
-            version,
-            sqlite,
-        }
+        ReadTxn { env, version }
     }
 
     /// The generation this transaction sees.
@@ -459,16 +427,6 @@ impl<'env> ReadTxn<'env> {
 
     fn view(&self, t: TableHandle) -> Result<TableView<'_>> {
         let i = table_index(self.env, t, usize::MAX)?;
-        let sqlite = match self.sqlite.get(i) {
-            Some(cell) => {
-                if cell.get().is_none() {
-                    let dir = self.env.generation_dir(self.version.generation);
-                    let _ = cell.set(SqliteTable::open_snapshot(dir.join(sqlite::file_name(i)))?);
-                }
-                cell.get()
-            }
-            None => None,
-        };
         let segments = self
             .version
             .tables
@@ -477,7 +435,6 @@ impl<'env> ReadTxn<'env> {
         Ok(TableView {
             mem: None,
             segments,
-            sqlite,
         })
     }
 

@@ -275,10 +275,6 @@ macro_rules! per_backend {
         mod butter {
             $( #[test] fn $name() { $crate::slasher_support::run::<slasher_adapters::butter::Environment>(super::$name::<slasher_adapters::butter::Environment>) } )*
         }
-        #[cfg(feature = "butter")]
-        mod butter_sqlite {
-            $( #[test] fn $name() { $crate::slasher_support::run::<slasher_adapters::butter::SqliteEnvironment>(super::$name::<slasher_adapters::butter::SqliteEnvironment>) } )*
-        }
     };
 }
 
