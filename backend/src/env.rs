@@ -508,8 +508,12 @@ impl Env {
 
     /// Begin a read transaction pinned to the newest committed generation.
     pub fn begin_read(&self) -> ReadTxn<'_> {
-        let version = self.current.read().clone();
-        *self.pins.lock().entry(version.generation).or_insert(0) += 1;
+        // Pin while `current` is still read-locked: a commit cannot publish a newer
+        // generation (and hand this one to garbage collection) between the read and the pin.
+        let current = self.current.read();
+        *self.pins.lock().entry(current.generation).or_insert(0) += 1;
+        let version = current.clone();
+        drop(current);
         ReadTxn::new(self, version)
     }
 
@@ -537,16 +541,24 @@ impl Env {
 
     /// Delete every old generation that no reader pins. Deletion is not durable by itself; a
     /// generation that reappears after a crash is deleted again at the next open.
+    ///
+    /// The unpinned generations are taken out of `old_generations` under the locks, and
+    /// deleted after both are released, so `begin_read` never waits for a deletion. No reader
+    /// can pin them meanwhile: readers pin only the current generation, and a generation is
+    /// in `old_generations` only once a newer one is current. Called at open, before the
+    /// environment is shared, and by commits, with the writer lock held: two collections
+    /// never run at once.
     fn collect_garbage(&self) -> Result<()> {
-        let mut old = self.old_generations.lock();
-        let pins = self.pins.lock();
-        let mut keep = Vec::new();
+        let doomed: Vec<u64> = {
+            let mut old = self.old_generations.lock();
+            let pins = self.pins.lock();
+            let (pinned, doomed) = old.iter().partition(|g| pins.contains_key(g));
+            *old = pinned;
+            doomed
+        };
+        let mut failed = Vec::new();
         let mut first_error = None;
-        for &g in old.iter() {
-            if pins.contains_key(&g) {
-                keep.push(g);
-                continue;
-            }
+        for &g in &doomed {
             fail_point("gc::delete");
             let dir = self.root.join(gen_name(g));
             match self.fs.delete_subvolume(&dir) {
@@ -554,15 +566,17 @@ impl Env {
                 // Already gone (an earlier attempt took effect but reported an error).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    keep.push(g);
+                    failed.push(g);
                     first_error.get_or_insert(Error::io("delete subvolume", &dir, e));
                 }
             }
         }
-        let deleted = (old.len() - keep.len()) as u64;
-        *old = keep;
-        drop(pins);
-        drop(old);
+        let deleted = (doomed.len() - failed.len()) as u64;
+        if !failed.is_empty() {
+            let mut old = self.old_generations.lock();
+            old.extend(failed);
+            old.sort_unstable();
+        }
         // btrfs frees a deleted subvolume's space only when its cleaner thread gets to it,
         // which it otherwise does on its own schedule (every 30 s by default): a fast
         // sequence of commits could leave dozens of deleted generations holding space. A
