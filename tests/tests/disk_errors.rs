@@ -177,6 +177,47 @@ fn with_bigs(base: &Model, bigs: &[(Vec<u8>, Vec<u8>)]) -> Model {
     m
 }
 
+/// Where two states differ, briefly (for failure messages): keys only in one, or with
+/// different values, per table, at most a few of each.
+fn state_diff(got: &Model, want: &Model) -> String {
+    let mut out = Vec::new();
+    let tables: std::collections::BTreeSet<&String> = got.keys().chain(want.keys()).collect();
+    let empty = Default::default();
+    for t in tables {
+        let (g, w) = (got.get(t).unwrap_or(&empty), want.get(t).unwrap_or(&empty));
+        let show = |k: &Vec<u8>| String::from_utf8_lossy(k).into_owned();
+        let extra: Vec<String> = g.keys().filter(|k| !w.contains_key(*k)).map(show).collect();
+        let missing: Vec<String> = w.keys().filter(|k| !g.contains_key(*k)).map(show).collect();
+        let changed: Vec<String> = g
+            .iter()
+            .filter(|(k, v)| w.get(*k).is_some_and(|wv| wv != *v))
+            .map(|(k, _)| show(k))
+            .collect();
+        for (what, keys) in [("extra", extra), ("missing", missing), ("changed", changed)] {
+            if !keys.is_empty() {
+                let n = keys.len();
+                let first: Vec<_> = keys.into_iter().take(4).collect();
+                out.push(format!("{t}: {n} {what} {first:?}"));
+            }
+        }
+    }
+    out.join("; ")
+}
+
+/// The `gen-N` directories under `db`, for failure messages.
+fn generations(db: &Path) -> Vec<String> {
+    let mut gens: Vec<String> = std::fs::read_dir(db)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("gen-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    gens.sort();
+    gens
+}
+
 #[test]
 fn disk_full_is_typed_and_recoverable() {
     if !require("disk_full_is_typed_and_recoverable", &device_problems()) {
@@ -241,7 +282,12 @@ fn disk_full_is_typed_and_recoverable() {
                 }
             };
             if !matches!(err, Error::DiskFull { .. }) {
-                return Err(format!("a full disk gave {err:?}, not Error::DiskFull"));
+                return Err(format!(
+                    "a full disk gave {err:?}, not Error::DiskFull (commit {attempts}, after \
+                     {} acknowledged; generations {:?})",
+                    bigs.len(),
+                    generations(&db)
+                ));
             }
             if !matches!(env.begin_write(), Err(Error::Poisoned)) {
                 return Err("after DiskFull, begin_write is not refused with Poisoned".into());
@@ -249,7 +295,10 @@ fn disk_full_is_typed_and_recoverable() {
             let want = with_bigs(wl.model(5), &bigs);
             let got = butter_state(&env).map_err(|e| format!("read after DiskFull: {e}"))?;
             if got != want {
-                return Err("reads after DiskFull do not show the last commit".into());
+                return Err(format!(
+                    "reads after DiskFull ({err}) do not show the last commit: {}",
+                    state_diff(&got, &want)
+                ));
             }
             drop(env);
             // Free the space and make the deletion durable before reopening.
@@ -262,12 +311,21 @@ fn disk_full_is_typed_and_recoverable() {
             let env = Env::open_path(&db).map_err(|e| format!("reopen: {e}"))?;
             let got = butter_state(&env).map_err(|e| format!("read after reopen: {e}"))?;
             if got != want {
-                return Err("state after reopen is not the last commit".into());
+                return Err(format!(
+                    "state after reopen is not the last commit (the failed one: {err}; \
+                     generations {:?}): {}",
+                    generations(&db),
+                    state_diff(&got, &want)
+                ));
             }
             butter_apply(&env, wl.txn(6)).map_err(|e| format!("commit after freeing: {e}"))?;
             let got = butter_state(&env).map_err(|e| format!("read: {e}"))?;
-            if got != with_bigs(wl.model(6), &bigs) {
-                return Err("state after the commit following recovery is wrong".into());
+            let want6 = with_bigs(wl.model(6), &bigs);
+            if got != want6 {
+                return Err(format!(
+                    "state after the commit following recovery is wrong: {}",
+                    state_diff(&got, &want6)
+                ));
             }
             bigs.len()
         };
