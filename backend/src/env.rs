@@ -405,8 +405,7 @@ impl Env {
             fs.delete_subvolume(&live)
                 .map_err(|e| Error::io("delete subvolume", &live, e))?;
         }
-        fs.snapshot(&newest_dir, &live, false)
-            .map_err(|e| Error::io("snapshot", &live, e))?;
+        snapshot_when_space_allows(&*fs, &root, &newest_dir, &live)?;
         let cache = Arc::new(BlockCache::new(b.block_cache_bytes));
         let mut tables = Vec::with_capacity(manifest.tables.len());
         for t in &manifest.tables {
@@ -1119,6 +1118,36 @@ impl Drop for Env {
         if let Some(job) = self.writer.get_mut().merge.take() {
             let _ = job.handle.join();
             self.discard_merge_file(&job.work_path);
+        }
+    }
+}
+
+/// Open's writable snapshot of the newest generation as `live`. Space just freed (a file
+/// deleted to make room) comes back to btrfs's metadata only once its cleaner has returned the
+/// emptied data block groups, so for up to RECLAIM_WAIT an ENOSPC is answered by asking for a
+/// transaction commit (which wakes the cleaner) and trying again.
+fn snapshot_when_space_allows(fs: &dyn Fs, root: &Path, src: &Path, live: &Path) -> Result<()> {
+    let deadline = Instant::now() + RECLAIM_WAIT;
+    let mut warned = false;
+    loop {
+        match fs.snapshot(src, live, false) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && Instant::now() < deadline => {
+                if !warned {
+                    warned = true;
+                    log_warning(&format!(
+                        "disk full while opening (snapshot {}); waiting up to {} s for btrfs \
+                         to reclaim freed space",
+                        live.display(),
+                        RECLAIM_WAIT.as_secs()
+                    ));
+                }
+                if let Err(e) = fs.sync(root) {
+                    log_warning(&format!("sync while waiting for free space: {e}"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(Error::io("snapshot", live, e)),
         }
     }
 }
