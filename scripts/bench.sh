@@ -1,41 +1,51 @@
 #!/usr/bin/env bash
 # The project's benchmark command (README: `sudo scripts/bench.sh`), no arguments.
 #
-# Replays the default fixture through the slasher on every backend and writes one report:
-#   - LMDB, MDBX and redb on ext4, and again on btrfs; butter_db (every compiled butter
-#     backend) on btrfs. Rows are labelled by filesystem: lmdb@ext4, lmdb@btrfs, butter@btrfs...
-#   - every commit durable (LMDB/MDBX synced commits, redb Durability::Immediate, butter_db
-#     snapshots); BENCH_NON_DURABLE=1 adds separate, labelled redb Durability::Eventual rows.
+# Replays the real mainnet sample through the slasher with the replay's defaults (Lighthouse's
+# slasher settings and tile codec) on several backends and writes one merged report. Every
+# commit is durable (LMDB and MDBX synced commits, redb Durability::Immediate, butter_db
+# snapshots).
+#
+# Rows (BENCH_ROWS):
+#   headline (default)  butter@btrfs against lmdb@ext4 (LMDB on its better filesystem, see
+#                       docs/benchmarks.md), then mdbx@ext4 and redb@ext4 if the time budget
+#                       (BENCH_BUDGET_MIN, default 45 minutes) leaves room for a second pair.
+#   all                 lmdb, mdbx and redb on ext4 and on btrfs, and butter on btrfs.
+#   a list              e.g. BENCH_ROWS=lmdb@btrfs,butter@btrfs
+# Rows run two at a time, each its own `slasher-bench replay` process pinned to its own core
+# (`taskset`), so the two rows of a pair share the machine, disk and time alike. The first row
+# of a pair draws its progress bar (with ETA) on the terminal; the second writes to ROW.log in
+# the report directory. Between pairs the script prints the elapsed time and what is left.
 #
 # As root on a fresh Debian machine with Rust installed, it:
-#   1. installs what is missing (btrfs-progs, libclang-dev, build-essential, pkg-config, e2fsprogs);
+#   1. installs what is missing (btrfs-progs, libclang-dev, build-essential, pkg-config,
+#      e2fsprogs, util-linux);
 #   2. builds slasher-bench in release mode with every backend;
-#   3. picks the fixture: $BENCH_FIXTURE if set, else the default benchmark fixture of
-#      fixtures/README.md: the whole real mainnet sample committed in data/mainnet-merge-2022
-#      (1,012 blocks around the Merge, read in place), imported by `slasher-bench import-beacon-api`
-#      into $CARGO_TARGET_DIR/fixtures/mainnet-merge-2022.fixture unless already there;
-#   4. creates two equal sparse images (16 GiB each, BENCH_IMAGE_SIZE) side by side in one
-#      directory on the real disk (never tmpfs), formats one ext4 (inode tables and journal
-#      initialised now, so no lazy-init writes run during the benchmark) and one btrfs
-#      (`-m single`), and loop-mounts both with noatime;
-#   5. runs `slasher-bench replay` on each (each backend in its own process, one after
-#      another), then `slasher-bench report` to merge both into one report;
+#   3. imports the committed sample data/mainnet-merge-2022 (1,012 blocks around the Merge)
+#      into $CARGO_TARGET_DIR/fixtures/mainnet-merge-2022.fixture unless it is already there
+#      ($BENCH_FIXTURE replaces it);
+#   4. creates two equal sparse images (BENCH_IMAGE_SIZE, default 16G) side by side on the real
+#      disk (never tmpfs), formats one ext4 (inode tables and journal initialised now, so no
+#      lazy-init writes run during the benchmark) and one btrfs (`-m single`), and loop-mounts
+#      both with noatime;
+#   5. runs the rows, merges them with `slasher-bench report` and prints a summary table;
 #   6. on exit, whatever happened, unmounts, detaches and deletes only what it created, and
 #      prints where the report is.
 #
-# Without root it cannot make images: it says which directories it needs and on which
-# filesystem, and runs with BENCH_EXT4_DIR (ext4, or any real-disk filesystem that is not btrfs)
-# and BENCH_BTRFS_DIR (btrfs) if both are set.
+# Without root it cannot make images: it runs with BENCH_EXT4_DIR (ext4, or any real-disk
+# filesystem that is not btrfs) and BENCH_BTRFS_DIR (btrfs) if both are set.
 #
 # Environment (all optional):
+#   BENCH_ROWS         headline | all | comma-separated backend@fs rows (see above)
+#   BENCH_BUDGET_MIN   headline only: skip a further pair that would end after this many
+#                      minutes from the start (default 45)
+#   BENCH_BATCHES      replay only the first N batches (default 128: four epochs of the
+#                      sample, the first a slasher cold start); `all` for every batch
+#   BENCH_REPLAY_ARGS  extra arguments for every `slasher-bench replay` (e.g. settings)
 #   BENCH_FIXTURE      fixture file to replay (default: see step 3)
-#   BENCH_BATCHES      replay only the first N batches (default 256: eight epochs of the sample,
-#                      the first two of them a cold start at ~20 s a batch on 2 cores; set
-#                      BENCH_BATCHES=all for the whole fixture, several hours for all rows)
 #   BENCH_OUT          report directory (default: $CARGO_TARGET_DIR/bench/<date-time>)
 #   BENCH_IMAGE_SIZE   size of each image (default 16G)
 #   BENCH_TMPDIR       where the images go (default /var/tmp; must not be tmpfs)
-#   BENCH_NON_DURABLE  1: also run redb with Durability::Eventual on both filesystems
 #   BENCH_EXT4_DIR, BENCH_BTRFS_DIR  use these directories instead of making images
 #   CARGO_TARGET_DIR   cargo's target directory (default ./target)
 set -euo pipefail
@@ -45,41 +55,33 @@ cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 BIN=$TARGET/release/slasher-bench
 PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config e2fsprogs util-linux mount)
+LOG_TAG=bench.sh
+# shellcheck source=scripts/common.sh
+source "$REPO/scripts/common.sh"
 IMAGE_SIZE=${BENCH_IMAGE_SIZE:-16G}
 SAMPLE=$REPO/data/mainnet-merge-2022
+ROWS_CHOICE=${BENCH_ROWS:-headline}
+BUDGET_MIN=${BENCH_BUDGET_MIN:-45}
 START=$SECONDS
 
-log() { printf '[bench.sh] %s\n' "$*"; }
-die() {
-    printf '[bench.sh] ERROR: %s\n' "$*" >&2
-    exit 1
-}
+minutes() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # ---- cleanup: only what this script created ------------------------------------------------
 
 WORK=""
-LOOPS=()
-MOUNTS=()
 OUT=""
+BG_PID=""
 cleanup() {
     local rc=$?
     set +e
-    local m d
-    for m in "${MOUNTS[@]}"; do
-        umount "$m" 2>/dev/null || { sleep 2 && umount "$m"; } || umount -l "$m" ||
-            log "warning: could not unmount $m"
-    done
-    for d in "${LOOPS[@]}"; do
-        losetup -d "$d" 2>/dev/null || log "warning: could not detach $d"
-    done
-    if [[ -n $WORK ]]; then
-        if grep -qF " $WORK/" /proc/mounts; then
-            log "warning: something is still mounted under $WORK; not deleting it"
-        else
-            rm -rf --one-file-system "$WORK"
-        fi
+    if [[ -n $BG_PID ]]; then
+        # The second row of an interrupted pair stops too (and writes its partial report).
+        kill -TERM "$BG_PID" 2>/dev/null && wait "$BG_PID" 2>/dev/null
     fi
-    log "took $((SECONDS - START)) s"
+    if [[ -n $WORK ]]; then
+        remove_work_dir "$WORK"
+    fi
+    log "took $(minutes $((SECONDS - START)))"
     if [[ -n $OUT && -f $OUT/report.md ]]; then
         log "report: $OUT/report.md (also report.json, batches.csv and the SVG charts there)"
     fi
@@ -90,53 +92,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-fs_of() { stat -f -c %T "$1"; }
-
 # ---- preparation ---------------------------------------------------------------------------
 
-find_cargo() {
-    command -v cargo >/dev/null && return 0
-    local home
-    for home in "${HOME:-/root}" "$(getent passwd "${SUDO_USER:-}" 2>/dev/null | cut -d: -f6)"; do
-        if [[ -n $home && -x $home/.cargo/bin/cargo ]]; then
-            export PATH="$home/.cargo/bin:$PATH"
-            return 0
-        fi
-    done
-    die "cargo not found: install Rust (rustup) first"
-}
-
-install_packages() {
-    local missing=() p
-    for p in "${PACKAGES[@]}"; do
-        dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
-    done
-    ((${#missing[@]} == 0)) && return 0
-    command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get"
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update -q
-    apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
-}
-
 pick_image_dir() {
-    local c
-    for c in ${BENCH_TMPDIR:-} /var/tmp "$TARGET"; do
-        mkdir -p "$c" 2>/dev/null || continue
-        case $(fs_of "$c") in
-            tmpfs | ramfs) log "not using $c for the images: it is $(fs_of "$c")" >&2 ;;
-            *)
-                printf '%s\n' "$c"
-                return 0
-                ;;
-        esac
-    done
-    die "no directory on a real disk for the images; set BENCH_TMPDIR"
+    pick_real_dir "${BENCH_TMPDIR:-}" /var/tmp "$TARGET" ||
+        die "no directory on a real disk for the images; set BENCH_TMPDIR"
 }
 
 # make_fs KIND: a sparse image of IMAGE_SIZE in $WORK, formatted and loop-mounted on
-# $WORK/KIND, which it stores in MOUNTED. (Not called in a subshell: the cleanup lists must
-# see the loop device and mount it adds.)
+# $WORK/KIND, which it stores in MOUNTED. The cleanup finds both below $WORK.
 MOUNTED=""
 make_fs() {
     local kind=$1 img=$WORK/$1.img mnt=$WORK/$1 dev
@@ -147,9 +111,7 @@ make_fs() {
     esac
     mkdir "$mnt"
     dev=$(losetup -f --show "$img")
-    LOOPS+=("$dev")
     mount -o noatime "$dev" "$mnt"
-    MOUNTS+=("$mnt")
     chmod 1777 "$mnt"
     log "$kind: $IMAGE_SIZE sparse image $img on $dev, mounted on $mnt ($(fs_of "$mnt"))"
     MOUNTED=$mnt
@@ -167,7 +129,7 @@ choose_fixture() {
             log "reusing $FIXTURE (checked)"
         else
             mkdir -p "$(dirname "$FIXTURE")"
-            log "importing the mainnet sample $SAMPLE (read in place) into $FIXTURE"
+            log "importing the mainnet sample $SAMPLE into $FIXTURE"
             "$BIN" import-beacon-api --attestations "$SAMPLE/attestations" \
                 --headers "$SAMPLE/headers" --name mainnet-merge-2022 --out "$FIXTURE"
         fi
@@ -177,10 +139,27 @@ choose_fixture() {
     log "fixture: $FIXTURE"
 }
 
-# ---- the runs ------------------------------------------------------------------------------
+# ---- the rows ------------------------------------------------------------------------------
 
-# Forget cached pages between runs (root only), so no run starts with another's database or
-# fixture pages warm; `replay` then reads the fixture once before its first backend.
+ROWS=()
+plan_rows() {
+    case $ROWS_CHOICE in
+        headline) ROWS=(lmdb@ext4 butter@btrfs mdbx@ext4 redb@ext4) ;;
+        all) ROWS=(lmdb@ext4 butter@btrfs mdbx@ext4 redb@ext4 lmdb@btrfs mdbx@btrfs redb@btrfs) ;;
+        *) IFS=, read -r -a ROWS <<<"$ROWS_CHOICE" ;;
+    esac
+    ((${#ROWS[@]})) || die "BENCH_ROWS is empty"
+    local r
+    for r in "${ROWS[@]}"; do
+        case $r in
+            lmdb@ext4 | mdbx@ext4 | redb@ext4 | lmdb@btrfs | mdbx@btrfs | redb@btrfs | butter@btrfs) ;;
+            *) die "BENCH_ROWS: unknown row '$r' (lmdb, mdbx or redb @ext4 or @btrfs; butter@btrfs)" ;;
+        esac
+    done
+}
+
+# Forget cached pages before each pair (root only), so no row starts with another's database
+# or fixture pages warm.
 drop_caches() {
     sync
     if [[ -w /proc/sys/vm/drop_caches ]]; then
@@ -188,39 +167,94 @@ drop_caches() {
     fi
 }
 
+# replay_args ROW: the slasher-bench arguments of one row, in ARGS.
+ARGS=()
+replay_args() {
+    local row=$1 backend=${1%@*} fs=${1#*@} dir=$BTRFS_DIR
+    [[ $fs == ext4 ]] && dir=$EXT4_DIR
+    ARGS=(replay --fixture "$FIXTURE" --backends "$backend" --db-dir "$dir" --out "$OUT/$row")
+    local batches=${BENCH_BATCHES:-128}
+    [[ $batches != all ]] && ARGS+=(--batches "$batches")
+    # shellcheck disable=SC2206 # the extra arguments are split on spaces on purpose
+    ARGS+=(${BENCH_REPLAY_ARGS:-})
+}
+
+# run_pair ROW [ROW2]: ROW in the foreground on core 0 (progress bar on the terminal) and
+# ROW2 at the same time on core 1 (output in ROW2.log).
 RC=0
-replay() {
-    local label=$1
-    shift
-    local args=(replay --fixture "$FIXTURE" --out "$OUT/$label" "$@")
-    local batches=${BENCH_BATCHES:-256}
-    [[ $batches != all ]] && args+=(--batches "$batches")
+RUNS=()
+run_pair() {
+    local a=$1 b=${2:-} rc_b=0 r
     drop_caches
-    log "run $label: slasher-bench ${args[*]}"
-    "$BIN" "${args[@]}" || {
+    if [[ -n $b ]]; then
+        replay_args "$b"
+        log "row $b on core 1 (output in $OUT/$b.log): slasher-bench ${ARGS[*]}"
+        taskset -c 1 "$BIN" "${ARGS[@]}" --no-progress >"$OUT/$b.log" 2>&1 &
+        BG_PID=$!
+    fi
+    replay_args "$a"
+    log "row $a on core 0: slasher-bench ${ARGS[*]}"
+    taskset -c 0 "$BIN" "${ARGS[@]}" || {
         RC=$?
-        log "run $label FAILED (exit $RC); going on to merge what there is"
+        log "row $a FAILED (exit $RC); going on to merge what there is"
     }
-    [[ -f $OUT/$label/report.json ]] && RUNS+=("$OUT/$label")
+    if [[ -n $b ]]; then
+        wait "$BG_PID" || rc_b=$?
+        BG_PID=""
+        grep -E '^ +[a-z].*: (first|FAILED)' "$OUT/$b.log" || true
+        if ((rc_b != 0)); then
+            RC=$rc_b
+            log "row $b FAILED (exit $rc_b, see $OUT/$b.log); going on to merge what there is"
+        fi
+    fi
+    for r in "$a" $b; do
+        [[ -f $OUT/$r/report.json ]] && RUNS+=("$OUT/$r")
+    done
     return 0
 }
 
+# One line per row of the merged report's main table (columns found by their headers).
+print_summary() {
+    local md=$OUT/report.md
+    [[ -f $md ]] || return 0
+    log "summary (times in ms; the other columns and the charts are in report.md):"
+    awk -F'|' '
+        function trim(s) { gsub(/^ +| +$/, "", s); return s }
+        function col(name) { return (name in at) ? trim($(at[name])) : "?" }
+        /^\| run \| backend/ {
+            delete at
+            for (i = 2; i < NF; i++) at[trim($i)] = i
+            table = 1
+            next
+        }
+        table && /^\|---/ { next }
+        table && /^\|/ {
+            printf "    %-22s first %9s  median %8s  p99 %9s  total %7s s | vs LMDB: median %-6s total %-6s | DB %s MiB | peak RSS %s MiB\n",
+                col("backend"), col("first batch"), col("median"), col("p99"), col("total s"),
+                col("median ×LMDB"), col("total ×LMDB"), col("DB MiB (apparent / allocated)"),
+                col("peak RSS MiB")
+            next
+        }
+        { table = 0 }
+    ' "$md"
+    grep -E '^(Correctness gate|\*\*CORRECTNESS)' "$md" | sed 's/^/    /' || true
+}
+
 main() {
-    local ext4_dir btrfs_dir
-    if [[ $(id -u) != 0 ]]; then
-        if [[ -z ${BENCH_EXT4_DIR:-} || -z ${BENCH_BTRFS_DIR:-} ]]; then
-            cat >&2 <<'EOF'
+    if [[ $(id -u) != 0 && (-z ${BENCH_EXT4_DIR:-} || -z ${BENCH_BTRFS_DIR:-}) ]]; then
+        cat >&2 <<'USAGE'
 [bench.sh] Not root, so no loop images can be made. Run `sudo scripts/bench.sh`, or give two
 [bench.sh] directories on real disks (never tmpfs), ideally of equal size on the same device:
-[bench.sh]   BENCH_EXT4_DIR=DIR   on ext4 (LMDB, MDBX, redb run here)
-[bench.sh]   BENCH_BTRFS_DIR=DIR  on btrfs (LMDB, MDBX, redb and butter_db run here)
+[bench.sh]   BENCH_EXT4_DIR=DIR   on ext4 (LMDB, MDBX, redb)
+[bench.sh]   BENCH_BTRFS_DIR=DIR  on btrfs (butter_db; LMDB, MDBX, redb with BENCH_ROWS=all)
 [bench.sh] and have installed btrfs-progs, libclang-dev, build-essential and pkg-config.
-EOF
-            exit 1
-        fi
+USAGE
+        exit 1
     fi
+    plan_rows
     find_cargo
     if [[ $(id -u) == 0 ]]; then install_packages; fi
+    command -v taskset >/dev/null || die "taskset not found (package util-linux)"
 
     OUT=${BENCH_OUT:-$TARGET/bench/$(date +%Y%m%d-%H%M%S)}
     mkdir -p "$OUT"
@@ -231,32 +265,38 @@ EOF
     choose_fixture
 
     if [[ -n ${BENCH_EXT4_DIR:-} && -n ${BENCH_BTRFS_DIR:-} ]]; then
-        ext4_dir=$BENCH_EXT4_DIR
-        btrfs_dir=$BENCH_BTRFS_DIR
-        log "using BENCH_EXT4_DIR=$ext4_dir ($(fs_of "$ext4_dir")) and BENCH_BTRFS_DIR=$btrfs_dir ($(fs_of "$btrfs_dir"))"
-        [[ $(fs_of "$btrfs_dir") == btrfs ]] || die "BENCH_BTRFS_DIR=$btrfs_dir is not on btrfs"
+        EXT4_DIR=$BENCH_EXT4_DIR
+        BTRFS_DIR=$BENCH_BTRFS_DIR
+        log "using BENCH_EXT4_DIR=$EXT4_DIR ($(fs_of "$EXT4_DIR")) and BENCH_BTRFS_DIR=$BTRFS_DIR ($(fs_of "$BTRFS_DIR"))"
+        [[ $(fs_of "$BTRFS_DIR") == btrfs ]] || die "BENCH_BTRFS_DIR=$BTRFS_DIR is not on btrfs"
     else
-        local parent
-        parent=$(pick_image_dir)
-        WORK=$(mktemp -d "$parent/slasher-bench.XXXXXX")
+        WORK=$(mktemp -d "$(pick_image_dir)/slasher-bench.XXXXXX")
         make_fs ext4
-        ext4_dir=$MOUNTED
+        EXT4_DIR=$MOUNTED
         make_fs btrfs
-        btrfs_dir=$MOUNTED
+        BTRFS_DIR=$MOUNTED
     fi
 
-    RUNS=()
-    # butter_db needs btrfs, so it runs there only; the other engines run on both. On btrfs the
-    # default is every compiled backend.
-    replay ext4 --backends lmdb,mdbx,redb --db-dir "$ext4_dir"
-    replay btrfs --db-dir "$btrfs_dir"
-    if [[ ${BENCH_NON_DURABLE:-} == 1 ]]; then
-        replay ext4-nondurable --backends redb --non-durable --db-dir "$ext4_dir"
-        replay btrfs-nondurable --backends redb --non-durable --db-dir "$btrfs_dir"
-    fi
+    local pairs=$(((${#ROWS[@]} + 1) / 2)) i k first_pair_s=0 pair_start elapsed
+    log "rows: ${ROWS[*]} ($pairs pair(s), two rows at a time)"
+    for ((i = 0; i < ${#ROWS[@]}; i += 2)); do
+        k=$((i / 2 + 1))
+        elapsed=$((SECONDS - START))
+        if ((k > 1)); then
+            if [[ $ROWS_CHOICE == headline ]] && ((elapsed + first_pair_s > BUDGET_MIN * 60)); then
+                log "not running ${ROWS[*]:i}: another pair (~$(minutes "$first_pair_s")) would end after the $BUDGET_MIN-minute budget (BENCH_ROWS=all runs every row)"
+                break
+            fi
+            log "pair $k of $pairs; elapsed $(minutes "$elapsed"), about $(minutes $((first_pair_s * (pairs - k + 1)))) left"
+        fi
+        pair_start=$SECONDS
+        run_pair "${ROWS[i]}" "${ROWS[i + 1]:-}"
+        ((k == 1)) && first_pair_s=$((SECONDS - pair_start))
+    done
     ((${#RUNS[@]})) || die "no run produced a report"
-    log "merging ${#RUNS[@]} runs into $OUT"
-    "$BIN" report "${RUNS[@]}" --out "$OUT" || RC=$?
+    log "merging ${#RUNS[@]} rows into $OUT"
+    "$BIN" report "${RUNS[@]}" --out "$OUT" >/dev/null || RC=$?
+    print_summary
     return "$RC"
 }
 

@@ -40,17 +40,14 @@ BACKENDS=(lmdb mdbx redb butter)
 # binding), build-essential and pkg-config (C parts of LMDB/MDBX), util-linux and mount
 # (losetup, setpriv, mount).
 PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config util-linux mount)
+LOG_TAG=test.sh
+# shellcheck source=scripts/common.sh
+source "$REPO/scripts/common.sh"
 
 # ---- phases and timing ---------------------------------------------------------------------
 
 SCRIPT_START=$SECONDS
 PHASE_LINES=()
-
-log() { printf '[test.sh] %s\n' "$*"; }
-die() {
-    printf '[test.sh] ERROR: %s\n' "$*" >&2
-    exit 1
-}
 
 # phase NAME COMMAND...: runs COMMAND and records how long it took. COMMAND runs under
 # `set -e` (not in an `||` context, which would disable it), so any failure inside it ends the
@@ -103,32 +100,6 @@ print_timings() {
 
 WORK=""     # the temporary directory (mktemp): btrfs.img and the mount point mnt/
 LOOP_DEV="" # the loop device this script attached
-
-# Unmounts everything mounted strictly below $1, deepest first (tests may mount their own
-# small images inside the btrfs directory).
-unmount_below() {
-    local top=$1 target
-    while read -r target; do
-        umount "$target" 2>/dev/null || { sleep 1 && umount "$target"; } ||
-            umount -l "$target" || log "warning: could not unmount $target"
-    done < <(
-        while read -r _ target _; do
-            target=$(printf '%b' "$target") # /proc/mounts escapes spaces as \040
-            [[ $target == "$top"/* ]] && printf '%s\t%s\n' "${#target}" "$target"
-        done </proc/mounts | sort -rn | cut -f2-
-    )
-}
-
-# Detaches loop devices whose backing file lies below $1 (attached by tests inside our mount).
-detach_loops_below() {
-    local top=$1 dev file
-    while read -r dev file; do
-        [[ -n $dev && $file == "$top"/* ]] || continue
-        losetup -d "$dev" || log "warning: could not detach $dev ($file)"
-    done < <(losetup -n -l -O NAME,BACK-FILE 2>/dev/null || true)
-}
-
-is_mounted() { grep -qF " $1 " /proc/mounts; }
 
 cleanup() {
     local rc=$?
@@ -183,40 +154,6 @@ EOF
     exit 1
 }
 
-# Makes cargo reachable under `sudo`, which resets PATH to the system's.
-find_cargo() {
-    command -v cargo >/dev/null && return 0
-    local home
-    for home in "${HOME:-/root}" "$(getent passwd "${SUDO_USER:-}" 2>/dev/null | cut -d: -f6)"; do
-        if [[ -n $home && -x $home/.cargo/bin/cargo ]]; then
-            export PATH="$home/.cargo/bin:$PATH"
-            export CARGO_HOME=${CARGO_HOME:-$home/.cargo}
-            export RUSTUP_HOME=${RUSTUP_HOME:-$home/.rustup}
-            log "using cargo from $home/.cargo/bin"
-            return 0
-        fi
-    done
-    die "cargo not found: install Rust (rustup) first"
-}
-
-install_packages() {
-    local missing=() p
-    for p in "${PACKAGES[@]}"; do
-        if ! dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
-            missing+=("$p")
-        fi
-    done
-    if ((${#missing[@]} == 0)); then
-        log "packages already installed: ${PACKAGES[*]}"
-        return 0
-    fi
-    command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get"
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update
-    apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "${missing[@]}"
-}
-
 check_capabilities() {
     local problems=() c
     for c in mkfs.btrfs btrfs losetup mount umount setpriv; do
@@ -241,18 +178,8 @@ check_capabilities() {
 # ---- the btrfs image ------------------------------------------------------------------------
 
 pick_tmp_parent() {
-    local c
-    for c in ${BUTTER_TEST_TMPDIR:-} /var/tmp "${CARGO_TARGET_DIR:-$REPO/target}"; do
-        mkdir -p "$c" 2>/dev/null || continue
-        case $(stat -f -c %T "$c") in
-            tmpfs | ramfs) log "not using $c: it is tmpfs" >&2 ;;
-            *)
-                printf '%s\n' "$c"
-                return 0
-                ;;
-        esac
-    done
-    die "no non-tmpfs directory for the image; set BUTTER_TEST_TMPDIR"
+    pick_real_dir "${BUTTER_TEST_TMPDIR:-}" /var/tmp "${CARGO_TARGET_DIR:-$REPO/target}" ||
+        die "no non-tmpfs directory for the image; set BUTTER_TEST_TMPDIR"
 }
 
 mount_btrfs() {

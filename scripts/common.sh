@@ -1,0 +1,101 @@
+# Shell functions shared by scripts/test.sh and scripts/bench.sh (sourced, not run).
+# The sourcing script sets LOG_TAG (e.g. test.sh) and PACKAGES (Debian packages it needs).
+
+log() { printf '[%s] %s\n' "$LOG_TAG" "$*"; }
+die() {
+    printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2
+    exit 1
+}
+
+fs_of() { stat -f -c %T "$1"; }
+
+is_mounted() { grep -qF " $1 " /proc/mounts; }
+
+# Makes cargo reachable under `sudo`, which resets PATH to the system's.
+find_cargo() {
+    command -v cargo >/dev/null && return 0
+    local home
+    for home in "${HOME:-/root}" "$(getent passwd "${SUDO_USER:-}" 2>/dev/null | cut -d: -f6)"; do
+        if [[ -n $home && -x $home/.cargo/bin/cargo ]]; then
+            export PATH="$home/.cargo/bin:$PATH"
+            export CARGO_HOME=${CARGO_HOME:-$home/.cargo}
+            export RUSTUP_HOME=${RUSTUP_HOME:-$home/.rustup}
+            log "using cargo from $home/.cargo/bin"
+            return 0
+        fi
+    done
+    die "cargo not found: install Rust (rustup) first"
+}
+
+# Installs the PACKAGES a fresh Debian machine lacks (root only).
+install_packages() {
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
+            missing+=("$p")
+        fi
+    done
+    if ((${#missing[@]} == 0)); then
+        log "packages already installed: ${PACKAGES[*]}"
+        return 0
+    fi
+    command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get"
+    log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=300 update -q
+    apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# pick_real_dir CANDIDATE...: prints the first candidate that can be created and is on a real
+# disk (not tmpfs or ramfs); fails if none is.
+pick_real_dir() {
+    local c
+    for c in "$@"; do
+        [[ -n $c ]] || continue
+        mkdir -p "$c" 2>/dev/null || continue
+        case $(fs_of "$c") in
+            tmpfs | ramfs) log "not using $c: it is $(fs_of "$c")" >&2 ;;
+            *)
+                printf '%s\n' "$c"
+                return 0
+                ;;
+        esac
+    done
+    return 1
+}
+
+# Unmounts everything mounted strictly below $1, deepest first.
+unmount_below() {
+    local top=$1 target
+    while read -r target; do
+        umount "$target" 2>/dev/null || { sleep 1 && umount "$target"; } ||
+            umount -l "$target" || log "warning: could not unmount $target"
+    done < <(
+        while read -r _ target _; do
+            target=$(printf '%b' "$target") # /proc/mounts escapes spaces as \040
+            [[ $target == "$top"/* ]] && printf '%s\t%s\n' "${#target}" "$target"
+        done </proc/mounts | sort -rn | cut -f2-
+    )
+}
+
+# Detaches loop devices whose backing file lies below $1.
+detach_loops_below() {
+    local top=$1 dev file
+    while read -r dev file; do
+        [[ -n $dev && $file == "$top"/* ]] || continue
+        losetup -d "$dev" || log "warning: could not detach $dev ($file)"
+    done < <(losetup -n -l -O NAME,BACK-FILE 2>/dev/null || true)
+}
+
+# remove_work_dir DIR: unmounts and detaches whatever lies below DIR, then deletes DIR unless
+# something is still mounted there.
+remove_work_dir() {
+    local work=$1
+    unmount_below "$work"
+    detach_loops_below "$work"
+    if grep -qF " $work/" /proc/mounts; then
+        log "warning: something is still mounted under $work; not deleting it"
+    else
+        rm -rf --one-file-system "$work"
+    fi
+}
