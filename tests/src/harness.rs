@@ -23,7 +23,12 @@ pub fn require(test: &str, problems: &[String]) -> bool {
         "CI=true but {test} cannot run: {}",
         problems.join("; ")
     );
-    eprintln!("SKIP {test}: {}", problems.join("; "));
+    // Straight to the process's stderr: libtest captures `eprintln!` of passing tests, and a
+    // skip must be seen in a plain `cargo test`.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("SKIP {test}: {}\n", problems.join("; ")).as_bytes(),
+    );
     false
 }
 

@@ -222,7 +222,7 @@ fn damaged_files_give_typed_errors() {
 fn tmpfs_is_not_btrfs() {
     let dir = PathBuf::from(format!("/dev/shm/butter-not-btrfs-{}", std::process::id()));
     if !Path::new("/dev/shm").exists() {
-        eprintln!("SKIP tmpfs_is_not_btrfs: no /dev/shm");
+        butter_tests::harness::require("tmpfs_is_not_btrfs", &["no /dev/shm".to_string()]);
         return;
     }
     let r = Env::open_path(&dir);

@@ -145,11 +145,10 @@ fn verify(dir: &Path, last_ack: u64, last_started: u64) -> u64 {
 
 fn btrfs_dir(name: &str) -> Option<PathBuf> {
     let Some(base) = std::env::var_os("BUTTER_BTRFS_DIR") else {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v == "true"),
-            "CI=true but BUTTER_BTRFS_DIR is not set: run scripts/test.sh"
+        butter_tests::harness::require(
+            name,
+            &["BUTTER_BTRFS_DIR not set (run scripts/test.sh as root)".to_string()],
         );
-        eprintln!("SKIP {name}: BUTTER_BTRFS_DIR not set (run scripts/test.sh as root)");
         return None;
     };
     let p = PathBuf::from(base).join(format!("{name}-{}", std::process::id()));
