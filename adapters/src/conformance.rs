@@ -1444,6 +1444,7 @@ pub fn many_keys_full_scan<E: Environment>(fresh: FreshDir<'_>) {
 }
 
 enum SecondWriter {
+    Calling,
     Began,
     Saw(Option<Vec<u8>>),
     Failed(String),
@@ -1456,9 +1457,20 @@ fn second_writer_waits<E: Environment>(fresh: FreshDir<'_>, first_commits: bool)
     put(&mut txn, db, b"k", b"from the first writer");
     let (tx, rx) = mpsc::channel();
     let thread_store = Arc::clone(&store);
+    // Set just before the first transaction ends: a second writer that began with it unset
+    // began while the first was open, however the threads were scheduled.
+    let first_ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let thread_first_ended = Arc::clone(&first_ended);
     let handle = std::thread::spawn(move || {
+        let _ = tx.send(SecondWriter::Calling);
         let message = match thread_store.env().begin_rw_txn() {
             Ok(mut txn2) => {
+                if !thread_first_ended.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = tx.send(SecondWriter::Failed(
+                        "began while the first transaction was open".into(),
+                    ));
+                    return;
+                }
                 let _ = tx.send(SecondWriter::Began);
                 let seen = get(&txn2, db, b"k");
                 put(&mut txn2, db, b"second", b"yes");
@@ -1469,6 +1481,11 @@ fn second_writer_waits<E: Environment>(fresh: FreshDir<'_>, first_commits: bool)
         };
         let _ = tx.send(message);
     });
+    // The window below starts only once the thread is about to call begin_rw_txn.
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(SecondWriter::Calling) => {}
+        _ => panic!("the second writer thread never started"),
+    }
     match rx.recv_timeout(Duration::from_millis(300)) {
         Err(mpsc::RecvTimeoutError::Timeout) => {}
         Ok(SecondWriter::Failed(e)) => {
@@ -1477,6 +1494,7 @@ fn second_writer_waits<E: Environment>(fresh: FreshDir<'_>, first_commits: bool)
         Ok(_) => panic!("second begin_rw_txn returned while the first transaction was open"),
         Err(mpsc::RecvTimeoutError::Disconnected) => panic!("second writer thread died"),
     }
+    first_ended.store(true, std::sync::atomic::Ordering::SeqCst);
     if first_commits {
         commit(txn);
     } else {
@@ -1486,6 +1504,7 @@ fn second_writer_waits<E: Environment>(fresh: FreshDir<'_>, first_commits: bool)
     let seen = loop {
         match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(SecondWriter::Began) => began = true,
+            Ok(SecondWriter::Calling) => {}
             Ok(SecondWriter::Saw(seen)) => break seen,
             Ok(SecondWriter::Failed(e)) => panic!("second begin_rw_txn failed: {e}"),
             Err(e) => panic!("second writer did not proceed after the first ended: {e}"),
