@@ -31,9 +31,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A backend name that no backend has.
-    #[error(
-        "unknown database backend {0:?}; expected one of lmdb, mdbx, redb, butter"
-    )]
+    #[error("unknown database backend {0:?}; expected one of lmdb, mdbx, redb, butter")]
     UnknownBackend(String),
     /// The backend exists but this build does not include it.
     #[error("database backend `{backend}` is not compiled in; rebuild with cargo feature `{feature}` (e.g. `--features {feature}`)")]

@@ -107,7 +107,10 @@ fn begin_read_does_not_wait_for_a_deletion() {
         // Err if the held deletion already gave up waiting (checked below).
         let _ = gate_tx.send(());
         let committed = committer.join().unwrap();
-        assert_eq!(generation, committed, "the reader did not see the newest generation");
+        assert_eq!(
+            generation, committed,
+            "the reader did not see the newest generation"
+        );
         assert_eq!(seen.as_deref(), Some(&b"2"[..]));
     });
     assert!(
