@@ -249,7 +249,7 @@ pub fn verify_recovered(
     Ok(j)
 }
 
-/// The body of an adapter workload child; returns at once unless `CHILD_BACKEND` is set.
+/// The body of an adapter workload child (`tier-child adapters`).
 ///
 /// Opens the `CHILD_BACKEND` store in `CHILD_DB`, reads the marker j it holds, and commits
 /// transactions j+1 ..= j+`CHILD_TXNS` of the workload seeded by `CHILD_SEED`, printing
@@ -257,9 +257,7 @@ pub fn verify_recovered(
 /// broken acknowledgement before the commit). On an error it prints `ERR i <error>` and
 /// exits with status 1; after the last transaction it closes the store and exits with 0.
 pub fn child_main() {
-    let Ok(name) = std::env::var(CHILD_BACKEND) else {
-        return;
-    };
+    let name = std::env::var(CHILD_BACKEND).expect("CHILD_BACKEND");
     let backend = DatabaseBackend::from_str(&name).expect("CHILD_BACKEND names a backend");
     let db = std::env::var_os("CHILD_DB").expect("CHILD_DB");
     let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());

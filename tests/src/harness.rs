@@ -222,6 +222,28 @@ pub fn run_ok(cmd: &str, args: &[&str], limit: Duration) -> String {
     out.stdout
 }
 
+/// The `tier-child` binary the tiers run as their child processes (`src/bin/tier-child.rs`).
+/// Cargo builds it beside the integration tests: the test binary is `target/<profile>/deps/X`,
+/// the child `target/<profile>/tier-child`. They used to be `#[test]` functions re-run by name,
+/// which always passed when run as tests and were counted among the tests.
+///
+/// # Panics
+/// If it is not there (the tests were not built by cargo).
+pub fn child_exe() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let child = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("tier-child"))
+        .expect("test binary directory");
+    assert!(
+        child.is_file(),
+        "{} missing: build the tests with cargo (it builds the tier-child binary)",
+        child.display()
+    );
+    child
+}
+
 /// What a workload child has reported so far.
 #[derive(Debug, Default, Clone)]
 pub struct Progress {
@@ -244,14 +266,14 @@ pub struct WorkloadChild {
 }
 
 impl WorkloadChild {
-    /// Re-executes this test binary running only the test `entry` (which must return at once
-    /// unless its environment variables are set), with `envs` added.
+    /// Runs `tier-child MODE` (this crate's child binary, see [`child_exe`]) with `envs`
+    /// added.
     ///
     /// # Panics
     /// If the child cannot be started.
-    pub fn spawn(entry: &str, envs: &[(&str, String)]) -> WorkloadChild {
-        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-        cmd.args(["--exact", entry, "--nocapture", "--test-threads", "1"])
+    pub fn spawn(mode: &str, envs: &[(&str, String)]) -> WorkloadChild {
+        let mut cmd = Command::new(child_exe());
+        cmd.arg(mode)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -267,7 +289,6 @@ impl WorkloadChild {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 let mut p = p.lock().expect("progress lock");
-                // libtest prints the test name without a newline before the first line.
                 if let Some((_, n)) = line.split_once("START ") {
                     p.started = p.started.max(n.trim().parse().unwrap_or(0));
                 } else if let Some((_, n)) = line.split_once("ACK ") {

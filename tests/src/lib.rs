@@ -3,6 +3,7 @@
 
 pub mod adapter_workload;
 pub mod blockdev;
+pub mod crash_workload;
 pub mod harness;
 pub mod lazy_disk;
 pub mod power;

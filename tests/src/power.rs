@@ -222,9 +222,7 @@ fn verify_butter(db: &Path, wl: &Workload, progress: &Progress) -> Result<u64, S
 /// the waited mode, so a baseline run and the faulty runs issue the same operations). On an error it prints `ERR i <error>` and checks the environment refuses writes
 /// (`POISONED`) and still reads the last commit (`READS_OK`), then exits.
 pub fn child_main() {
-    let Some(db) = std::env::var_os("CHILD_DB") else {
-        return;
-    };
+    let db = std::env::var_os("CHILD_DB").expect("CHILD_DB");
     let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let seed = var("CHILD_SEED").expect("CHILD_SEED");
     let txns = var("CHILD_TXNS").expect("CHILD_TXNS");
@@ -240,7 +238,7 @@ pub fn child_main() {
     let env = match opened {
         Ok(env) => env,
         Err(e) => {
-            say(format!("ERR 0 {e}"));
+            say(format!("ERR 0 {e:?}"));
             std::process::exit(1);
         }
     };

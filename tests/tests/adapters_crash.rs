@@ -35,7 +35,7 @@ use butter_tests::workload::Workload;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The test function a workload child runs.
-const CHILD_ENTRY: &str = "adapters_child_entry";
+const CHILD_ENTRY: &str = "adapters";
 
 /// Kills per backend.
 const KILLS: u64 = 30;
@@ -48,11 +48,6 @@ const ACK_LIMIT: Duration = Duration::from_secs(60);
 const POWER_TXNS: u64 = 8;
 /// At most this many cut points per backend and mode; beyond it every step-th flush is cut.
 const MAX_POINTS_PER_MODE: u64 = 80;
-
-#[test]
-fn adapters_child_entry() {
-    adapter_workload::child_main();
-}
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL

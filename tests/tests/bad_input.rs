@@ -261,19 +261,6 @@ fn nodatacow_directory_works() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// Child: tries to open `LOCK_CHILD_DB` and prints the outcome.
-#[test]
-fn lock_child_entry() {
-    let Some(db) = std::env::var_os("LOCK_CHILD_DB") else {
-        return;
-    };
-    match Env::open_path(PathBuf::from(db)) {
-        Err(Error::Locked { .. }) => println!("LOCKED"),
-        Err(e) => println!("OTHER {e:?}"),
-        Ok(_) => println!("OPENED"),
-    }
-}
-
 #[test]
 fn second_writer_is_locked_out() {
     let Some(base) = btrfs_dir("second_writer") else {
@@ -284,10 +271,7 @@ fn second_writer_is_locked_out() {
     // In this process.
     assert!(matches!(Env::open_path(&db), Err(Error::Locked { .. })));
     // In another process.
-    let child = WorkloadChild::spawn(
-        "lock_child_entry",
-        &[("LOCK_CHILD_DB", db.display().to_string())],
-    );
+    let child = WorkloadChild::spawn("lock", &[("LOCK_CHILD_DB", db.display().to_string())]);
     let (p, ok) = child.finish(std::time::Duration::from_secs(60));
     assert!(ok, "lock child failed: {:?}", p.other);
     assert!(

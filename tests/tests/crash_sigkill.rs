@@ -8,81 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use butter_db::{Env, TableHandle};
+use butter_db::Env;
 use rand::{Rng, SeedableRng};
 
-const KEYS: u64 = 64;
-
-/// The model: the table's contents after `n` transactions.
-fn model(n: u64) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut m = std::collections::BTreeMap::new();
-    for i in 1..=n {
-        apply(i, |k, v| {
-            match v {
-                Some(v) => m.insert(k, v),
-                None => m.remove(&k),
-            };
-        });
-    }
-    m
-}
-
-/// Transaction `i`'s writes: the counter, a few puts with sizes that vary, one deletion.
-fn apply(i: u64, mut f: impl FnMut(Vec<u8>, Option<Vec<u8>>)) {
-    f(b"counter".to_vec(), Some(i.to_le_bytes().to_vec()));
-    for j in 0..(i % 5 + 1) {
-        let k = (i * 31 + j * 17) % KEYS;
-        let len = ((i * 131 + j) % 3000) as usize;
-        f(
-            format!("k{k:03}").into_bytes(),
-            Some(vec![(i % 251) as u8; len]),
-        );
-    }
-    f(format!("k{:03}", (i * 7) % KEYS).into_bytes(), None);
-}
-
-fn table(env: &Env) -> TableHandle {
-    env.table("t")
-        .unwrap_or_else(|| env.create_table("t").expect("create table"))
-}
-
-fn committed(env: &Env, t: TableHandle) -> u64 {
-    let r = env.begin_read();
-    r.get(t, b"counter").expect("read counter").map_or(0, |v| {
-        u64::from_le_bytes(v.as_ref().try_into().expect("8 bytes"))
-    })
-}
-
-/// Child mode: commit transactions forever, printing `ACK i` after each commit returns.
-#[test]
-fn crash_child_entry() {
-    let Some(dir) = std::env::var_os("CRASH_CHILD_DIR") else {
-        return;
-    };
-    let env = Env::open_path(PathBuf::from(dir)).expect("child open");
-    let t = table(&env);
-    let mut i = committed(&env, t);
-    let mut out = std::io::stdout();
-    // CRASH_CHILD_STOP_AFTER=n: commit n transactions, then wait to be killed.
-    let stop_after: Option<u64> = std::env::var("CRASH_CHILD_STOP_AFTER")
-        .ok()
-        .and_then(|v| v.parse().ok());
-    loop {
-        if stop_after.is_some_and(|n| i >= n) {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-        i += 1;
-        println!("START {i}");
-        let mut w = env.begin_write().expect("begin");
-        apply(i, |k, v| match v {
-            Some(v) => w.put(t, &k, &v).expect("put"),
-            None => w.delete(t, &k).expect("delete"),
-        });
-        w.commit().expect("commit");
-        println!("ACK {i}");
-        std::io::Write::flush(&mut out).expect("flush");
-    }
-}
+use butter_tests::crash_workload::{committed, model, table};
 
 fn spawn_child(dir: &Path, failpoint: Option<&str>) -> Child {
     spawn_child_with(dir, failpoint, false)
@@ -98,20 +27,14 @@ fn spawn_child_stopping(
     broken: bool,
     stop_after: Option<u64>,
 ) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().expect("exe"));
-    cmd.args([
-        "--exact",
-        "crash_child_entry",
-        "--nocapture",
-        "--test-threads",
-        "1",
-    ])
-    .env("CRASH_CHILD_DIR", dir)
-    .stdout(Stdio::piped())
-    .stderr(match std::env::var_os("CRASH_DEBUG") {
-        Some(_) => Stdio::inherit(),
-        None => Stdio::null(),
-    });
+    let mut cmd = Command::new(butter_tests::harness::child_exe());
+    cmd.arg("crash")
+        .env("CRASH_CHILD_DIR", dir)
+        .stdout(Stdio::piped())
+        .stderr(match std::env::var_os("CRASH_DEBUG") {
+            Some(_) => Stdio::inherit(),
+            None => Stdio::null(),
+        });
     if let Some(fp) = failpoint {
         cmd.env("BUTTER_FAILPOINT", fp);
     }
@@ -355,7 +278,7 @@ fn sigkill_during_recovery() {
     let mut j = 0;
     for n in 0..kills {
         let child = butter_tests::harness::WorkloadChild::spawn(
-            "crash_child_entry",
+            "crash",
             &[("CRASH_CHILD_DIR", dir.display().to_string())],
         );
         if n % 4 == 3 {

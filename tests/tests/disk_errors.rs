@@ -26,14 +26,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const TXNS: u64 = 12;
 
-#[test]
-fn disk_child_entry() {
-    butter_tests::power::child_main();
-}
-
 fn child(seed: u64) -> ChildSpec {
     ChildSpec {
-        entry: "disk_child_entry",
+        entry: "workload",
         envs: vec![
             ("CHILD_SEED", seed.to_string()),
             ("CHILD_TXNS", TXNS.to_string()),

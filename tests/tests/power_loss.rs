@@ -24,11 +24,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const TXNS: u64 = 14;
 
-#[test]
-fn power_child_entry() {
-    butter_tests::power::child_main();
-}
-
 fn child(seed: u64, extra: &[(&'static str, &str)]) -> ChildSpec {
     let mut envs = vec![
         ("CHILD_SEED", seed.to_string()),
@@ -36,7 +31,7 @@ fn child(seed: u64, extra: &[(&'static str, &str)]) -> ChildSpec {
     ];
     envs.extend(extra.iter().map(|(k, v)| (*k, (*v).to_string())));
     ChildSpec {
-        entry: "power_child_entry",
+        entry: "workload",
         envs,
     }
 }
