@@ -44,19 +44,7 @@ mod conformance {
     /// butter tests with a loud line on stderr; with `CI=true` it fails them.
     #[cfg(feature = "butter")]
     fn btrfs_available() -> bool {
-        if std::env::var_os("BUTTER_BTRFS_DIR").is_some() {
-            return true;
-        }
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v == "true"),
-            "CI=true but BUTTER_BTRFS_DIR is not set: run scripts/test.sh"
-        );
-        // Straight to stderr, past libtest's output capture, so the skip is seen.
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            b"SKIP butter conformance: BUTTER_BTRFS_DIR not set (run scripts/test.sh as root)\n",
-        );
-        false
+        butter_test_support::btrfs_base("butter conformance").is_some()
     }
 
     /// A fresh directory on the btrfs mount named by `BUTTER_BTRFS_DIR` (scripts/test.sh sets

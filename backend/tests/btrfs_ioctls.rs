@@ -30,49 +30,23 @@ const ROLE_VAR: &str = "BUTTER_UNPRIV_ROLE";
 /// The directory (owned by [`NOBODY`]) the child works in.
 const CHILD_DIR_VAR: &str = "BUTTER_UNPRIV_DIR";
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// A line on the real stderr, past the test harness's output capture, so SKIPs are visible.
+/// A line on the real stderr, past the test harness's output capture.
 fn loud(msg: &str) {
     let _ = writeln!(io::stderr(), "{msg}");
 }
 
-/// Skips (or, in CI, fails) a test for which `what` is missing.
-fn skip(test: &str, what: &str) {
-    assert!(
-        !in_ci(),
-        "{test}: {what}, and CI=true: btrfs tests never skip in CI"
-    );
-    loud(&format!("SKIP: {test}: {what}"));
-}
+use butter_test_support::skip;
 
-/// The btrfs directory under test, or `None` after printing the SKIP line.
+/// The btrfs directory under test, or `None` after the SKIP line (a failure under CI).
 fn btrfs_dir(test: &str) -> Option<PathBuf> {
-    match std::env::var_os(DIR_VAR) {
-        Some(dir) if !dir.is_empty() => {
-            let dir = PathBuf::from(dir);
-            let ty = filesystem_type(&dir).expect("statfs of BUTTER_BTRFS_DIR");
-            assert!(
-                ty.is_btrfs(),
-                "{DIR_VAR}={} is on {ty}, not btrfs",
-                dir.display()
-            );
-            Some(dir)
-        }
-        _ => {
-            assert!(
-                !in_ci(),
-                "{test}: {DIR_VAR} not set, and CI=true: btrfs tests never skip in CI \
-                 (run scripts/test.sh)"
-            );
-            loud(&format!(
-                "SKIP: {DIR_VAR} not set (run scripts/test.sh) [{test}]"
-            ));
-            None
-        }
-    }
+    let dir = butter_test_support::btrfs_base(test)?;
+    let ty = filesystem_type(&dir).expect("statfs of BUTTER_BTRFS_DIR");
+    assert!(
+        ty.is_btrfs(),
+        "{DIR_VAR}={} is on {ty}, not btrfs",
+        dir.display()
+    );
+    Some(dir)
 }
 
 /// A fresh directory for one test under the btrfs directory; on drop, everything in it is

@@ -430,7 +430,10 @@ mod tests {
         let dir = Path::new("/dev/shm/slasher-bench-probe");
         let info = probe_fs(dir).expect("probe");
         if info.fs_type != "tmpfs" {
-            eprintln!("SKIP: /dev/shm is {} here", info.fs_type);
+            butter_test_support::skip(
+                "dev_shm_is_refused_when_it_is_tmpfs",
+                &format!("/dev/shm is {} here, not tmpfs", info.fs_type),
+            );
             return;
         }
         let err = refuse_memory_fs(dir, &info).expect_err("tmpfs is refused");

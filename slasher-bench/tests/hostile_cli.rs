@@ -20,40 +20,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
 const NOBODY: u32 = 65534;
 
 fn btrfs_dir(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("BUTTER_BTRFS_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("BUTTER_BTRFS_DIR is not set: CI must run {test} on a real btrfs")
-        }
-        None => {
-            eprintln!(
-                "\n*** SKIP {test}: BUTTER_BTRFS_DIR is not set. Point it at a directory on a \
-                 real btrfs (scripts/test.sh does) to run this test. ***\n"
-            );
-            None
-        }
-    }
+    butter_test_support::btrfs_base(test)
 }
 
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+use butter_test_support::is_root;
 
 /// Whether this test can run commands as uid 65534; prints a SKIP line if not.
 fn can_run_as_nobody(test: &str) -> bool {
     let ok = is_root() && Command::new("setpriv").arg("--version").output().is_ok();
     if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{test} needs root and setpriv; CI never skips");
-        }
-        eprintln!("\n*** SKIP {test}: needs root and setpriv (util-linux) ***\n");
+        butter_test_support::skip(test, "needs root and setpriv (util-linux)");
     }
     ok
 }

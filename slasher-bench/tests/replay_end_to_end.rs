@@ -15,19 +15,7 @@ use std::process::{Command, Output};
 const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
 
 fn btrfs_dir() -> Option<PathBuf> {
-    match std::env::var_os("BUTTER_BTRFS_DIR") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("BUTTER_BTRFS_DIR is not set: CI must run the replay test on a real btrfs")
-        }
-        None => {
-            eprintln!(
-                "\n*** SKIP replay_end_to_end: BUTTER_BTRFS_DIR is not set. Point it at a \
-                 directory on a real btrfs (scripts/test.sh does) to run this test. ***\n"
-            );
-            None
-        }
-    }
+    butter_test_support::btrfs_base("replay_end_to_end")
 }
 
 fn run(args: &[&str]) -> Output {
@@ -281,9 +269,9 @@ fn replay_refuses_tmpfs() {
     let shm = Path::new("/dev/shm");
     let fs = slasher_bench::environment::probe_fs(shm).expect("probe /dev/shm");
     if fs.fs_type != "tmpfs" {
-        eprintln!(
-            "\n*** SKIP replay_refuses_tmpfs: /dev/shm is {} here, not tmpfs ***\n",
-            fs.fs_type
+        butter_test_support::skip(
+            "replay_refuses_tmpfs",
+            &format!("/dev/shm is {} here, not tmpfs", fs.fs_type),
         );
         return;
     }

@@ -7,10 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Whether this run is CI (`CI=true`), where a missing capability fails instead of skipping.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
+pub use butter_test_support::in_ci;
 
 /// Skips (outside CI, with a visible SKIP line) or fails (in CI) when something is missing.
 /// Returns whether the test may run.
@@ -18,32 +15,14 @@ pub fn require(test: &str, problems: &[String]) -> bool {
     if problems.is_empty() {
         return true;
     }
-    assert!(
-        !in_ci(),
-        "CI=true but {test} cannot run: {}",
-        problems.join("; ")
-    );
-    // Straight to the process's stderr: libtest captures `eprintln!` of passing tests, and a
-    // skip must be seen in a plain `cargo test`.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("SKIP {test}: {}\n", problems.join("; ")).as_bytes(),
-    );
+    butter_test_support::skip(test, &problems.join("; "));
     false
 }
 
 /// What a tier that builds its own block devices needs: root, loop devices, FUSE, btrfs tools.
 pub fn device_problems() -> Vec<String> {
     let mut p = Vec::new();
-    // The effective uid, read from /proc (libc::geteuid would need an unsafe block).
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false);
+    let root = butter_test_support::is_root();
     if !root {
         p.push("not root".to_string());
     }
@@ -68,14 +47,8 @@ pub fn device_problems() -> Vec<String> {
 /// A fresh directory under `$BUTTER_BTRFS_DIR` (the btrfs mount scripts/test.sh makes), or
 /// `None` after a SKIP line outside CI.
 pub fn btrfs_dir(test: &str) -> Option<PathBuf> {
-    let Some(base) = std::env::var_os("BUTTER_BTRFS_DIR") else {
-        require(
-            test,
-            &["BUTTER_BTRFS_DIR not set (run scripts/test.sh as root)".to_string()],
-        );
-        return None;
-    };
-    let p = PathBuf::from(base).join(format!(
+    let base = butter_test_support::btrfs_base(test)?;
+    let p = base.join(format!(
         "{test}-{}-{}",
         std::process::id(),
         rand::random::<u32>()

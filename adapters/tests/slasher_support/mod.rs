@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -184,29 +183,13 @@ impl Cursor for MemCursor<'_> {
 /// butter_db has no btrfs directory outside CI.
 pub fn backend_dir(backend: &str) -> Option<TempDir> {
     if backend.starts_with("butter") {
-        match std::env::var_os("BUTTER_BTRFS_DIR") {
-            Some(dir) => Some(
-                tempfile::Builder::new()
-                    .prefix("slasher-test-")
-                    .tempdir_in(dir)
-                    .expect("create a temporary directory inside BUTTER_BTRFS_DIR"),
-            ),
-            None => {
-                assert!(
-                    std::env::var("CI").map_or(true, |v| v != "true"),
-                    "BUTTER_BTRFS_DIR must be set in CI to run the slasher tests on butter_db"
-                );
-                // Written to the stderr handle directly: the test harness captures `eprintln!`
-                // of passing tests, and this line must be seen.
-                writeln!(
-                    std::io::stderr(),
-                    "SKIP: {backend}: BUTTER_BTRFS_DIR is not set; slasher test not run on \
-                     butter_db (set it to a directory on btrfs)"
-                )
-                .expect("write to stderr");
-                None
-            }
-        }
+        let dir = butter_test_support::btrfs_base(&format!("slasher test on {backend}"))?;
+        Some(
+            tempfile::Builder::new()
+                .prefix("slasher-test-")
+                .tempdir_in(dir)
+                .expect("create a temporary directory inside BUTTER_BTRFS_DIR"),
+        )
     } else {
         Some(tempfile::tempdir().expect("create a temporary directory"))
     }

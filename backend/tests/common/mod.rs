@@ -3,17 +3,11 @@
 use std::path::PathBuf;
 
 /// A fresh, empty directory under `$BUTTER_BTRFS_DIR`, removed (with any subvolumes inside)
-/// when dropped. `None` (after a loud SKIP line) if the variable is unset outside CI; in CI
-/// (`CI=true`) a missing btrfs mount fails the test.
+/// when dropped. `None` after a visible SKIP line if the variable is unset outside CI; under
+/// `CI=true` a missing btrfs directory fails the test (butter_test_support's rule).
 pub fn btrfs_dir(test: &str) -> Option<TestDir> {
-    let Some(base) = std::env::var_os("BUTTER_BTRFS_DIR") else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true but BUTTER_BTRFS_DIR is not set: run scripts/test.sh");
-        }
-        eprintln!("SKIP {test}: BUTTER_BTRFS_DIR not set (run scripts/test.sh as root)");
-        return None;
-    };
-    let path = PathBuf::from(base).join(format!(
+    let base = butter_test_support::btrfs_base(test)?;
+    let path = base.join(format!(
         "{test}-{}-{}",
         std::process::id(),
         rand::random::<u32>()
