@@ -48,6 +48,15 @@ const MDB_SET: c_uint = 15;
 pub struct Environment {
     env: lmdb::Environment,
     dir: PathBuf,
+    /// The flags the environment was opened with; `durable()` reads them.
+    flags: lmdb::EnvironmentFlags,
+}
+
+/// Whether commits under these flags are synced before they return: none of LMDB's three ways
+/// of skipping or deferring the sync is set.
+fn flags_are_durable(flags: lmdb::EnvironmentFlags) -> bool {
+    use lmdb::EnvironmentFlags as F;
+    !flags.intersects(F::NO_SYNC | F::NO_META_SYNC | F::MAP_ASYNC)
 }
 
 /// A table handle: LMDB's database index, valid for the life of the environment.
@@ -101,13 +110,17 @@ impl backend::Environment for Environment {
         let map_size = config.max_db_size_bytes()?;
         let max_dbs = c_uint::try_from(MAX_NUM_DBS)
             .map_err(|_| Error::Other("MAX_NUM_DBS does not fit in a C unsigned int".into()))?;
+        // Lighthouse's flags: none, so every commit syncs.
+        let flags = lmdb::EnvironmentFlags::empty();
         let env = lmdb::Environment::new()
+            .set_flags(flags)
             .set_max_dbs(max_dbs)
             .set_map_size(map_size)
             .open_with_permissions(&config.path, FILE_MODE)?;
         Ok(Self {
             env,
             dir: config.path.clone(),
+            flags,
         })
     }
 
@@ -131,8 +144,7 @@ impl backend::Environment for Environment {
     }
 
     fn durable(&self) -> bool {
-        // Opened without MDB_NOSYNC / MDB_NOMETASYNC / MDB_MAPASYNC: each commit syncs.
-        true
+        flags_are_durable(self.flags)
     }
 }
 
@@ -275,5 +287,15 @@ mod tests {
     #[test]
     fn files_and_durability() {
         crate::backend::check_files_and_durability::<Environment>(&[DATA_FILENAME, LOCK_FILENAME]);
+    }
+
+    #[test]
+    fn any_deferred_sync_flag_is_not_durable() {
+        use lmdb::EnvironmentFlags as F;
+        assert!(flags_are_durable(F::empty()));
+        assert!(flags_are_durable(F::NO_SUB_DIR | F::NO_TLS));
+        for f in [F::NO_SYNC, F::NO_META_SYNC, F::MAP_ASYNC] {
+            assert!(!flags_are_durable(f), "{f:?} counted as durable");
+        }
     }
 }

@@ -40,6 +40,8 @@ const FILE_MODE: u32 = 0o600;
 pub struct Environment {
     db: libmdbx::Database<NoWriteMap>,
     dir: PathBuf,
+    /// The sync mode the database was opened with; `durable()` reads it.
+    sync_mode: libmdbx::SyncMode,
 }
 
 impl fmt::Debug for Environment {
@@ -104,11 +106,12 @@ impl backend::Environment for Environment {
     fn open(config: &BackendConfig) -> Result<Self, Error> {
         // Fits in an isize: `max_db_size_bytes` checks it.
         let max_size = isize::try_from(config.max_db_size_bytes()?).unwrap_or(isize::MAX);
+        let sync_mode = libmdbx::SyncMode::Durable;
         let options = libmdbx::DatabaseOptions {
             permissions: Some(FILE_MODE),
             max_tables: Some(MAX_NUM_DBS as u64),
             mode: libmdbx::Mode::ReadWrite(libmdbx::ReadWriteOptions {
-                sync_mode: libmdbx::SyncMode::Durable,
+                sync_mode,
                 min_size: Some(0),
                 max_size: Some(max_size),
                 growth_step: Some(GROWTH_STEP_BYTES),
@@ -120,6 +123,7 @@ impl backend::Environment for Environment {
         Ok(Self {
             db,
             dir: config.path.clone(),
+            sync_mode,
         })
     }
 
@@ -162,8 +166,8 @@ impl backend::Environment for Environment {
     }
 
     fn durable(&self) -> bool {
-        // SyncMode::Durable: data and meta page are flushed before commit returns.
-        true
+        // Only SyncMode::Durable flushes data and meta page before a commit returns.
+        matches!(self.sync_mode, libmdbx::SyncMode::Durable)
     }
 }
 
