@@ -5,7 +5,7 @@
 //! is a btrfs transaction commit), so `Durability::Eventual` is accepted and ignored.
 //! `max_db_size_mbs` is ignored: the store grows with the filesystem.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::backend;
 use crate::config::BackendConfig;
@@ -32,6 +32,24 @@ pub struct RwTransaction<'env> {
 #[derive(Debug)]
 pub struct Cursor<'txn, 'env> {
     cursor: butter_db::Cursor<'txn, 'env>,
+}
+
+/// Deletes the btrfs subvolumes directly in `dir` (a butter_db database's `live/` and its
+/// read-only `gen-N`) with butter_db's own deletion, so that the directory can then be removed
+/// like any other; `rm -rf` cannot delete a read-only snapshot. Anything that is not a
+/// subvolume is left alone, and failures are ignored: what is left makes the caller's removal
+/// of `dir` fail with its own error.
+pub fn delete_subvolumes_in(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            // A plain directory is refused (not a subvolume root) and stays for the caller.
+            let _ = butter_db::fs::BtrfsFs.delete_subvolume_reporting(&path);
+        }
+    }
 }
 
 impl Environment {

@@ -52,6 +52,12 @@ impl DatabaseBackend {
         }
     }
 
+    /// Whether the backend keeps its data in btrfs subvolumes, so its directory must be on
+    /// btrfs.
+    pub fn needs_btrfs(self) -> bool {
+        matches!(self, DatabaseBackend::Butter)
+    }
+
     /// Whether this build has the backend compiled in.
     pub fn is_compiled(self) -> bool {
         match self {

@@ -94,16 +94,7 @@ pub fn leftovers_in(dir: &Path) -> Vec<PathBuf> {
 /// What removing failed with, with a pointer to `slasher-bench clean`.
 pub fn remove_db_dir(dir: &Path) -> anyhow::Result<()> {
     #[cfg(feature = "butter")]
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-            if is_dir {
-                // A plain directory is not a subvolume root (InvalidInput): removed below.
-                let _ = butter_db::fs::BtrfsFs.delete_subvolume_reporting(&path);
-            }
-        }
-    }
+    slasher_adapters::butter::delete_subvolumes_in(dir);
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

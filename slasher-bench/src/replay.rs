@@ -199,7 +199,7 @@ fn parse_db_dirs(
 fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<FsInfo> {
     let fs = probe_fs(dir)?;
     refuse_memory_fs(dir, &fs)?;
-    if needs_btrfs(backend) && fs.fs_type != "btrfs" {
+    if backend.needs_btrfs() && fs.fs_type != "btrfs" {
         bail!(
             "{} is on {}; the {backend} backend needs btrfs (give it a btrfs directory with \
              --db-dir {backend}=PATH,...)",
@@ -562,11 +562,6 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Whether a backend stores its data in btrfs subvolumes (butter_db in either table format).
-fn needs_btrfs(backend: DatabaseBackend) -> bool {
-    backend.name().starts_with("butter")
 }
 
 fn durability_name(d: Durability) -> &'static str {
