@@ -49,6 +49,7 @@ pub mod config;
 pub mod error;
 pub mod slasher;
 pub mod tables;
+pub mod timed;
 
 #[cfg(feature = "butter")]
 pub mod butter;

@@ -18,6 +18,15 @@ mod conformance {
         default_temp_dir
     );
 
+    // The timing wrapper the replay measures storage time with must behave exactly as the
+    // backend it wraps.
+    #[cfg(feature = "lmdb")]
+    slasher_adapters::conformance_tests!(
+        timed_lmdb,
+        slasher_adapters::timed::Timed<slasher_adapters::lmdb::Environment>,
+        default_temp_dir
+    );
+
     #[cfg(feature = "mdbx")]
     slasher_adapters::conformance_tests!(
         mdbx,
