@@ -43,6 +43,7 @@ use sha2::{Digest, Sha256};
 use slasher_adapters::slasher::{
     AttesterSlashing, Config, IndexedAttestation, ProposerSlashing, Slasher,
 };
+use slasher_adapters::timed::Timed;
 use slasher_adapters::{with_backend, BackendVisitor, DatabaseBackend, Durability, Environment};
 use ssz::Encode;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -735,7 +736,8 @@ fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// Replay the fixture on backend `E` in this process.
+/// Replay the fixture on backend `E` in this process. `E` is wrapped in `Timed` so that each
+/// batch records the time spent inside storage calls (`storage_ms`).
 fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendResult> {
     let mut reader = FixtureReader::open(job.fixture)?;
     let manifest = reader.manifest().clone();
@@ -749,7 +751,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
     let io_before = ProcIo::read().context("reading /proc/self/io")?;
 
     let t = Instant::now();
-    let slasher = Slasher::<E>::create(config.clone())
+    let slasher = Slasher::<Timed<E>>::create(config.clone())
         .with_context(|| format!("opening {} in {}", job.backend, job.db.display()))?;
     let open_ms = t.elapsed().as_secs_f64() * 1000.0;
     let durable = slasher.environment().durable();
@@ -798,6 +800,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
         }
         let enqueue_ms = t.elapsed().as_secs_f64() * 1000.0;
 
+        let storage_before = slasher.environment().storage_time();
         let t = Instant::now();
         let stats = slasher
             .process_queued(batch.current_epoch)
@@ -809,6 +812,8 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
             .with_context(|| format!("{name}: prune_database of batch {}", batch.index))?;
         let prune_ms = t_prune.elapsed().as_secs_f64() * 1000.0;
         let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let storage_ms =
+            (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
 
         let size = files_size(&slasher.environment().filenames());
         let io_end = ProcIo::read()?;
@@ -832,6 +837,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
             wall_ms,
             process_ms,
             prune_ms,
+            storage_ms,
             commit_ms: ms(stats.timings.commit_us + prune.commit_us),
             process_commit_ms: ms(stats.timings.commit_us),
             prune_commit_ms: ms(prune.commit_us),

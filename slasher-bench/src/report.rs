@@ -7,7 +7,7 @@
 //! (e.g. an ext4 run and a btrfs run) into one; rows keep their filesystem labels.
 
 use crate::environment::{Build, FsInfo, Machine};
-use crate::measure::ProcIo;
+use crate::measure::{ProcIo, Summary};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -192,6 +192,11 @@ pub struct BatchRecord {
     pub process_ms: f64,
     /// `prune_database` alone.
     pub prune_ms: f64,
+    /// Time inside storage calls during `wall_ms` (get, put, del, cursors, begin, commit; see
+    /// `slasher_adapters::timed`); the rest of `wall_ms` is the slasher's own work. 0 in
+    /// reports written before it was measured.
+    #[serde(default)]
+    pub storage_ms: f64,
     /// Both commits (from `BatchStats` and `PruneStats`).
     pub commit_ms: f64,
     /// The `process_queued` commit.
@@ -442,14 +447,14 @@ pub fn render_csv(report: &Report) -> String {
     let mut s = String::from(
         "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
          wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
-         attester_slashings,proposer_slashings\n",
+         attester_slashings,proposer_slashings,storage_ms\n",
     );
     for (run_index, run) in report.runs.iter().enumerate() {
         for r in &run.backends {
             for b in &r.batches {
                 let _ = writeln!(
                     s,
-                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{}",
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3}",
                     csv_field(&r.name),
                     csv_field(&r.backend),
                     csv_field(&r.filesystem),
@@ -468,7 +473,8 @@ pub fn render_csv(report: &Report) -> String {
                     b.bytes_written,
                     b.tiles_written,
                     b.attester_slashings,
-                    b.proposer_slashings
+                    b.proposer_slashings,
+                    b.storage_ms
                 );
             }
         }
@@ -605,6 +611,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
             );
         }
         s.push('\n');
+        render_phases(&mut s, &group);
         let expected: Vec<String> = group
             .iter()
             .filter_map(|(_, r)| {
@@ -643,6 +650,127 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         render_run_details(&mut s, i, run);
     }
     s
+}
+
+/// The phases of a replay, by the epoch the slasher is told (`current_epoch`) relative to the
+/// first batch's: the cold start fills the database from empty, the next epoch still writes
+/// most tiles for the first time, and after that the database is in its steady state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Batches of the first batch's epoch.
+    ColdEpoch,
+    /// Batches of the epoch after it.
+    NextEpoch,
+    /// Every later batch.
+    Steady,
+}
+
+impl Phase {
+    const ALL: [Phase; 3] = [Phase::ColdEpoch, Phase::NextEpoch, Phase::Steady];
+
+    fn name(self) -> &'static str {
+        match self {
+            Phase::ColdEpoch => "cold epoch",
+            Phase::NextEpoch => "next epoch",
+            Phase::Steady => "steady",
+        }
+    }
+}
+
+/// Wall and storage time of one row in one phase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseTimes {
+    /// Batches in the phase.
+    pub batches: usize,
+    /// Median batch wall time, ms.
+    pub median_ms: f64,
+    /// Sum of batch wall times, s.
+    pub total_s: f64,
+    /// Median time inside storage calls per batch, ms.
+    pub storage_median_ms: f64,
+    /// Sum of storage time, s.
+    pub storage_total_s: f64,
+}
+
+/// A row's times in `phase`; `None` if the row has no batch in it.
+pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
+    let first = row.batches.first()?.current_epoch;
+    let in_phase: Vec<&BatchRecord> = row
+        .batches
+        .iter()
+        .filter(|b| {
+            let after = b.current_epoch.saturating_sub(first);
+            match phase {
+                Phase::ColdEpoch => after == 0,
+                Phase::NextEpoch => after == 1,
+                Phase::Steady => after >= 2,
+            }
+        })
+        .collect();
+    if in_phase.is_empty() {
+        return None;
+    }
+    let wall: Vec<f64> = in_phase.iter().map(|b| b.wall_ms).collect();
+    let storage: Vec<f64> = in_phase.iter().map(|b| b.storage_ms).collect();
+    let (wall, storage) = (Summary::of(&wall), Summary::of(&storage));
+    Some(PhaseTimes {
+        batches: in_phase.len(),
+        median_ms: wall.median,
+        total_s: wall.sum / 1000.0,
+        storage_median_ms: storage.median,
+        storage_total_s: storage.sum / 1000.0,
+    })
+}
+
+/// The per-phase table: end-to-end and storage time, medians and totals, with ratios to the
+/// row's LMDB baseline in the same phase.
+fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
+    if group
+        .iter()
+        .all(|(_, r)| r.batches.iter().all(|b| b.storage_ms == 0.0))
+    {
+        return;
+    }
+    s.push_str(
+        "Where the time goes, by phase (*storage*: time inside the backend's calls — get, put, \
+         del, cursors, commit; the rest of a batch is the slasher's own work, the same code for \
+         every backend):\n\n",
+    );
+    s.push_str(
+        "| run | backend | phase | batches | median | total s | storage median | storage total s | \
+         storage share | median ×LMDB | total ×LMDB | storage median ×LMDB | storage total ×LMDB |\n",
+    );
+    s.push_str("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (run_index, r) in group {
+        let base = baseline(r, group);
+        for phase in Phase::ALL {
+            let Some(t) = phase_times(r, phase) else {
+                continue;
+            };
+            let b = base.and_then(|b| phase_times(b, phase));
+            let share = if t.total_s > 0.0 {
+                format!("{:.0} %", 100.0 * t.storage_total_s / t.total_s)
+            } else {
+                "–".into()
+            };
+            let _ = writeln!(
+                s,
+                "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {share} | {} | {} | {} | {} |",
+                r.name,
+                phase.name(),
+                t.batches,
+                t.median_ms,
+                t.total_s,
+                t.storage_median_ms,
+                t.storage_total_s,
+                ratio(t.median_ms, b.map(|b| b.median_ms)),
+                ratio(t.total_s, b.map(|b| b.total_s)),
+                ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms)),
+                ratio(t.storage_total_s, b.map(|b| b.storage_total_s)),
+            );
+        }
+    }
+    s.push('\n');
 }
 
 /// The warnings at the top of `report.md`: an interrupted run and failed rows, with the reason.
@@ -1148,6 +1276,77 @@ mod tests {
                 .collect(),
             ..BackendResult::default()
         }
+    }
+
+    /// A row whose batches have the given (epoch, wall ms, storage ms).
+    fn timed_row(name: &str, backend: &str, batches: &[(u64, f64, f64)]) -> BackendResult {
+        BackendResult {
+            name: name.into(),
+            backend: backend.into(),
+            filesystem: "ext4".into(),
+            durable: true,
+            batches: batches
+                .iter()
+                .enumerate()
+                .map(|(i, &(current_epoch, wall_ms, storage_ms))| BatchRecord {
+                    index: i as u64,
+                    current_epoch,
+                    wall_ms,
+                    storage_ms,
+                    ..BatchRecord::default()
+                })
+                .collect(),
+            ..BackendResult::default()
+        }
+    }
+
+    #[test]
+    fn phases_split_by_epoch_after_the_first_batch() {
+        let r = timed_row(
+            "butter@btrfs",
+            "butter",
+            &[
+                (10, 100.0, 40.0),
+                (10, 300.0, 60.0),
+                (10, 200.0, 50.0),
+                (11, 50.0, 10.0),
+                (12, 20.0, 5.0),
+                (14, 40.0, 7.0),
+            ],
+        );
+        let cold = phase_times(&r, Phase::ColdEpoch).expect("cold");
+        assert_eq!(cold.batches, 3);
+        assert_eq!(cold.median_ms, 200.0);
+        assert!((cold.total_s - 0.6).abs() < 1e-9);
+        assert_eq!(cold.storage_median_ms, 50.0);
+        assert!((cold.storage_total_s - 0.15).abs() < 1e-9);
+        let next = phase_times(&r, Phase::NextEpoch).expect("next");
+        assert_eq!((next.batches, next.median_ms), (1, 50.0));
+        let steady = phase_times(&r, Phase::Steady).expect("steady");
+        assert_eq!((steady.batches, steady.median_ms), (2, 20.0));
+        assert!((steady.storage_total_s - 0.012).abs() < 1e-9);
+        let short = timed_row("lmdb@ext4", "lmdb", &[(3, 1.0, 0.5)]);
+        assert!(phase_times(&short, Phase::NextEpoch).is_none());
+    }
+
+    #[test]
+    fn phase_table_compares_storage_with_lmdb_in_the_same_phase() {
+        let lmdb = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 80.0), (2, 50.0, 40.0)]);
+        let butter = timed_row("butter@ext4", "butter", &[(1, 90.0, 40.0), (2, 30.0, 10.0)]);
+        let mut s = String::new();
+        render_phases(&mut s, &[(0, &lmdb), (1, &butter)]);
+        let line = s
+            .lines()
+            .find(|l| l.contains("butter@ext4") && l.contains("next epoch"))
+            .expect("butter's next-epoch line");
+        // storage median 10 / 40 and storage total 0.010 s / 0.040 s.
+        assert!(line.ends_with("| 0.25× | 0.25× |"), "{line}");
+        assert!(line.contains("| 33 % |"), "{line}");
+        // Reports written before storage time was measured get no phase table.
+        let old = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 0.0)]);
+        let mut s = String::new();
+        render_phases(&mut s, &[(0, &old)]);
+        assert!(s.is_empty());
     }
 
     #[test]
