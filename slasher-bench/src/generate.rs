@@ -68,6 +68,9 @@ pub struct GenerateOptions {
     pub double_proposals: u32,
     /// Fixture name; derived from the options if `None`.
     pub name: Option<String>,
+    /// The slasher history (epochs) the manifest's config hint names, which `replay` uses by
+    /// default: a short history makes a short chain wrap around it and prune (the soak).
+    pub history_length: u64,
 }
 
 impl GenerateOptions {
@@ -82,6 +85,7 @@ impl GenerateOptions {
             surround_votes: 2,
             double_proposals: 2,
             name: None,
+            history_length: SlasherConfigHint::default().history_length,
         }
     }
 
@@ -89,14 +93,15 @@ impl GenerateOptions {
     pub fn command(&self) -> String {
         format!(
             "slasher-bench generate --validators {} --epochs {} --seed {} --start-epoch {} \
-             --double-votes {} --surround-votes {} --double-proposals {}",
+             --double-votes {} --surround-votes {} --double-proposals {} --history-length {}",
             self.validators,
             self.epochs,
             self.seed,
             self.start_epoch,
             self.double_votes,
             self.surround_votes,
-            self.double_proposals
+            self.double_proposals,
+            self.history_length
         )
     }
 }
@@ -182,6 +187,14 @@ pub fn generate(opts: &GenerateOptions, out: &Path) -> Result<Manifest, Generate
     }
     if opts.epochs == 0 {
         return Err(GenerateError::Invalid("--epochs must be at least 1".into()));
+    }
+    let chunk_size = SlasherConfigHint::default().chunk_size;
+    if opts.history_length == 0 || opts.history_length % chunk_size != 0 {
+        return Err(GenerateError::Invalid(format!(
+            "--history-length {}: must be a positive multiple of the slasher's chunk size \
+             ({chunk_size})",
+            opts.history_length
+        )));
     }
     let injected = u64::from(opts.double_votes) + u64::from(opts.surround_votes);
     if (injected > 0 || opts.double_proposals > 0) && opts.epochs < 3 {
@@ -443,7 +456,10 @@ pub fn generate(opts: &GenerateOptions, out: &Path) -> Result<Manifest, Generate
             ),
         },
         validator_count: n,
-        slasher_config: SlasherConfigHint::default(),
+        slasher_config: SlasherConfigHint {
+            history_length: opts.history_length,
+            ..SlasherConfigHint::default()
+        },
         committees: CommitteeAssignment::SyntheticShuffle {
             seed_rule: SYNTHETIC_SEED_RULE.into(),
             shuffle: SHUFFLE_DESCRIPTION.into(),
@@ -505,4 +521,32 @@ fn indexed(
 
 fn single(v: u64, data: AttestationData) -> Result<IndexedAttestation, GenerateError> {
     indexed(vec![v], data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_length_must_be_a_positive_multiple_of_the_chunk_size() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for bad in [0, 24] {
+            let mut opts = GenerateOptions::new(64, 3, 1);
+            opts.history_length = bad;
+            let err = generate(&opts, &dir.path().join("f")).expect_err("refused");
+            assert!(
+                err.to_string()
+                    .contains(&format!("--history-length {bad}: must be")),
+                "{err}"
+            );
+            assert!(
+                !dir.path().join("f").exists(),
+                "a file was written for {bad}"
+            );
+        }
+        let mut opts = GenerateOptions::new(64, 3, 1);
+        opts.history_length = 32;
+        let manifest = generate(&opts, &dir.path().join("f")).expect("generated");
+        assert_eq!(manifest.description.slasher_config.history_length, 32);
+    }
 }

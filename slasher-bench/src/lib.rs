@@ -19,6 +19,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod shuffle;
+pub mod soak;
 
 /// `slasher-bench <version>`, recorded in manifests.
 pub const TOOL: &str = concat!("slasher-bench ", env!("CARGO_PKG_VERSION"));

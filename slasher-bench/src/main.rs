@@ -53,6 +53,10 @@ enum Command {
     /// slasher-bench-<backend>-<pid>-<time> holding a .slasher-bench-db marker; refuses anything
     /// else.
     Clean(slasher_bench::clean::CleanArgs),
+    /// Weeks of chain: generate a chain that wraps a short slasher history several times and
+    /// replay it with samples of size, extents, snapshots, metadata and RSS (see
+    /// docs/benchmarks.md).
+    Soak(slasher_bench::soak::SoakArgs),
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +148,9 @@ struct GenerateArgs {
     /// Fixture name for the manifest.
     #[arg(long)]
     name: Option<String>,
+    /// The slasher history in epochs that the fixture's config hint names (replay's default).
+    #[arg(long, default_value_t = 4096)]
+    history_length: u64,
     /// Output fixture file.
     #[arg(long)]
     out: PathBuf,
@@ -202,6 +209,7 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     opts.surround_votes = args.surround_votes;
     opts.double_proposals = args.double_proposals;
     opts.name = args.name;
+    opts.history_length = args.history_length;
     let manifest =
         generate(&opts, &args.out).with_context(|| format!("generating {}", args.out.display()))?;
     let c = &manifest.contents;
@@ -245,6 +253,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => slasher_bench::replay::run(args),
         Command::Report(args) => slasher_bench::report::run(args),
         Command::Clean(args) => slasher_bench::clean::run(args),
+        Command::Soak(args) => slasher_bench::soak::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

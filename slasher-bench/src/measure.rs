@@ -148,6 +148,73 @@ pub fn device_stat_path(device: &Path) -> Option<PathBuf> {
     stat.exists().then_some(stat)
 }
 
+/// Bytes in use on the filesystem holding `path` (`statfs`: total minus free blocks). It
+/// counts everything on that filesystem, so it is the database's footprint only on a
+/// filesystem of its own (as `scripts/bench.sh` makes them). On btrfs it includes extents of
+/// deleted snapshots that the cleaner has not reclaimed yet.
+pub fn fs_used_bytes(path: &Path) -> Option<u64> {
+    let st = rustix::fs::statfs(path).ok()?;
+    let block = u64::try_from(st.f_frsize).ok()?;
+    let blocks = st.f_blocks;
+    let free = st.f_bfree;
+    Some(blocks.saturating_sub(free) * block)
+}
+
+/// Metadata bytes used on the btrfs holding `path`, from `btrfs filesystem usage -b` (the
+/// `Metadata,<profile>: Size:…, Used:…` line); `None` off btrfs or without the tool or root.
+pub fn btrfs_metadata_used_bytes(path: &Path) -> Option<u64> {
+    let out = std::process::Command::new("btrfs")
+        .args(["filesystem", "usage", "-b"])
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_btrfs_metadata_used(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_btrfs_metadata_used(usage: &str) -> Option<u64> {
+    let line = usage.lines().find(|l| l.starts_with("Metadata,"))?;
+    let used = line.split("Used:").nth(1)?;
+    let digits: String = used
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Total extents of `files`, from `filefrag` (e2fsprogs; FIEMAP underneath); `None` if the
+/// tool is missing or fails. A file rewritten in place on a copy-on-write filesystem
+/// fragments, which this shows over a long run.
+pub fn extent_count(files: &[PathBuf]) -> Option<u64> {
+    let existing: Vec<&PathBuf> = files.iter().filter(|f| f.is_file()).collect();
+    if existing.is_empty() {
+        return Some(0);
+    }
+    let out = std::process::Command::new("filefrag")
+        .args(&existing)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_filefrag(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_filefrag(text: &str) -> Option<u64> {
+    let mut total = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        // "<path>: 3 extents found" (or "1 extent found").
+        let count = line.rsplit(": ").next()?.split_whitespace().next()?;
+        total += count.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
 /// Order statistics of a sample of durations in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -200,6 +267,21 @@ fn nearest_rank(sorted: &[f64], percent: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filefrag_and_btrfs_usage_are_parsed() {
+        let frag = "/d/gen-3/t1.seg: 1 extent found\n/d/gen-3/t2.seg: 12 extents found\n";
+        assert_eq!(parse_filefrag(frag), Some(13));
+        assert_eq!(parse_filefrag("/d/x: unknown\n"), None);
+        let usage = "Overall:\n    Device size:\t\t   8589934592\n\n\
+                     Data,single: Size:1082130432, Used:20480 (0.00%)\n\
+                     Metadata,single: Size:268435456, Used:147456 (0.05%)\n";
+        assert_eq!(parse_btrfs_metadata_used(usage), Some(147_456));
+        assert_eq!(
+            parse_btrfs_metadata_used("Data,single: Size:1, Used:1\n"),
+            None
+        );
+    }
 
     #[test]
     fn summary_uses_nearest_rank() {

@@ -32,9 +32,12 @@ use crate::clean::{create_db_dir, db_name, leftovers_in, remove_db_dir};
 use crate::environment::{probe_fs, refuse_memory_fs, Build, FsInfo, Machine};
 use crate::fixture::{ExpectedSlashing, FixtureReader, Manifest};
 use crate::interrupt::Interrupt;
-use crate::measure::{device_bytes_written, files_size, peak_rss_bytes, ProcIo, Summary};
+use crate::measure::{
+    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
+    fs_used_bytes, peak_rss_bytes, ProcIo, Summary,
+};
 use crate::report::{
-    self, BackendResult, BatchRecord, ExpectedCheck, Failure, FixtureInfo, Report, Run,
+    self, BackendResult, BatchRecord, ExpectedCheck, Failure, FixtureInfo, Report, Run, Sample,
     SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord,
 };
 use anyhow::{anyhow, bail, Context};
@@ -82,6 +85,11 @@ pub struct ReplayArgs {
     /// No progress bars.
     #[arg(long)]
     pub no_progress: bool,
+    /// Every N batches (and after the last), record the state of the database and its
+    /// filesystem: sizes, extents, live snapshots, metadata, RSS, device writes (the soak's
+    /// samples; outside the timed part of a batch).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample_every: Option<u64>,
     /// Internal: run one backend in this process (`--db-dir` is then the database directory)
     /// and write its result as JSON to this file (its error, if it fails, to FILE.error).
     #[arg(long, hide = true)]
@@ -309,6 +317,9 @@ fn run_backend_child(
     }
     if args.no_progress {
         cmd.arg("--no-progress");
+    }
+    if let Some(n) = args.sample_every {
+        cmd.arg("--sample-every").arg(n.to_string());
     }
     let mut child = cmd
         .spawn()
@@ -681,6 +692,7 @@ struct ChildJob<'a> {
     batches: Option<u64>,
     non_durable: bool,
     progress: bool,
+    sample_every: Option<u64>,
     interrupt: Interrupt,
 }
 
@@ -716,6 +728,7 @@ fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
         batches: args.batches,
         non_durable: args.non_durable,
         progress: !args.no_progress,
+        sample_every: args.sample_every,
         interrupt,
     };
     let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
@@ -749,6 +762,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
     let device = job.fs.device.clone().map(PathBuf::from);
     let device_before = device.as_deref().and_then(device_bytes_written);
     let io_before = ProcIo::read().context("reading /proc/self/io")?;
+    let fs_used_before = fs_used_bytes(&job.db);
 
     let t = Instant::now();
     let slasher = Slasher::<Timed<E>>::create(config.clone())
@@ -776,6 +790,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
     };
 
     let mut batches = Vec::new();
+    let mut samples = Vec::new();
     let mut found = SlashingsFound::default();
     let loop_start = Instant::now();
     let mut interrupted = false;
@@ -850,6 +865,19 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
             proposer_slashings: proposer.len(),
             slashings_digest: digest,
         });
+        let done = batches.len() as u64;
+        if job
+            .sample_every
+            .is_some_and(|n| done % n == 0 || done == limit)
+        {
+            samples.push(take_sample(
+                batch.index,
+                &job.db,
+                &slasher.environment().filenames(),
+                fs_used_before,
+                device.as_deref().zip(device_before),
+            ));
+        }
     }
     let elapsed_s = loop_start.elapsed().as_secs_f64();
     bar.finish();
@@ -908,8 +936,41 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
         slashings: found,
         expected_slashings,
         batches,
+        samples,
         interrupted,
     })
+}
+
+/// The soak's view of the database after batch `index`; see [`Sample`].
+fn take_sample(
+    index: u64,
+    db: &Path,
+    files: &[PathBuf],
+    fs_used_before: Option<u64>,
+    device: Option<(&Path, u64)>,
+) -> Sample {
+    let size = files_size(files);
+    let snapshots = std::fs::read_dir(db).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+            .count() as u64
+    });
+    Sample {
+        index,
+        db_bytes: size.apparent,
+        db_allocated_bytes: size.allocated,
+        fs_growth_bytes: fs_used_before
+            .zip(fs_used_bytes(db))
+            .map(|(before, now)| now as i64 - before as i64),
+        btrfs_metadata_used_bytes: btrfs_metadata_used_bytes(db),
+        extents: extent_count(files),
+        snapshots,
+        rss_bytes: current_rss_bytes(),
+        device_bytes_written: device.and_then(|(dev, before)| {
+            device_bytes_written(dev).map(|after| after.saturating_sub(before))
+        }),
+    }
 }
 
 /// SHA-256 over the sorted, tagged SSZ encodings of a batch's slashings; `None` if there are

@@ -167,6 +167,9 @@ pub struct BackendResult {
     pub expected_slashings: Option<ExpectedCheck>,
     /// Every batch.
     pub batches: Vec<BatchRecord>,
+    /// The soak's samples (`replay --sample-every N`), in batch order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Sample>,
     /// Whether the run was interrupted during this row: `batches` then holds the batches done,
     /// fewer than the run's `batches_replayed`.
     #[serde(default)]
@@ -219,6 +222,31 @@ pub struct BatchRecord {
     pub proposer_slashings: usize,
     /// SHA-256 of the sorted SSZ encodings of this batch's slashings; `None` if there were none.
     pub slashings_digest: Option<String>,
+}
+
+/// The state of a database and its filesystem after a batch (`replay --sample-every`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Sample {
+    /// The batch after which it was taken.
+    pub index: u64,
+    /// Apparent size of `filenames()` (the newest state).
+    pub db_bytes: u64,
+    /// Allocated size of `filenames()`.
+    pub db_allocated_bytes: u64,
+    /// Bytes the database's filesystem has in use now minus before the backend opened: the
+    /// database's footprint with everything the filesystem keeps for it (snapshots, deleted
+    /// generations not yet reclaimed), if nothing else writes to that filesystem.
+    pub fs_growth_bytes: Option<i64>,
+    /// btrfs metadata in use on that filesystem.
+    pub btrfs_metadata_used_bytes: Option<u64>,
+    /// Extents of the files of `filenames()` (`filefrag`).
+    pub extents: Option<u64>,
+    /// `gen-*` entries in the database directory: butter_db's live snapshots.
+    pub snapshots: u64,
+    /// Resident set of the replaying process.
+    pub rss_bytes: Option<u64>,
+    /// Bytes the database's block device received since the run started.
+    pub device_bytes_written: Option<u64>,
 }
 
 /// Slashings one backend found.
@@ -612,6 +640,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         }
         s.push('\n');
         render_phases(&mut s, &group);
+        render_soak(&mut s, &group);
         let expected: Vec<String> = group
             .iter()
             .filter_map(|(_, r)| {
@@ -769,6 +798,108 @@ fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
                 ratio(t.storage_total_s, b.map(|b| b.storage_total_s)),
             );
         }
+    }
+    s.push('\n');
+}
+
+/// How a long run aged: the figures the soak is judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SoakTrend {
+    /// Batches in the steady phase (after the cold and the next epoch).
+    pub warm_batches: usize,
+    /// Median batch time of the last 10 % of warm batches over that of the first 10 %: above 1
+    /// is a slowdown over the run.
+    pub trend: f64,
+    /// Median warm batch, ms.
+    pub warm_median_ms: f64,
+    /// Slowest warm batch, ms.
+    pub largest_stall_ms: f64,
+    /// Apparent database size after the last sample.
+    pub end_db_bytes: u64,
+    /// Filesystem growth after the last sample, if measured.
+    pub end_fs_growth_bytes: Option<i64>,
+    /// Most live snapshots in any sample.
+    pub max_snapshots: u64,
+    /// Extents after the last sample, if measured.
+    pub end_extents: Option<u64>,
+}
+
+/// The soak figures of a row; `None` without samples or without warm batches.
+pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
+    let last_sample = row.samples.last()?;
+    let first = row.batches.first()?.current_epoch;
+    let warm: Vec<f64> = row
+        .batches
+        .iter()
+        .filter(|b| b.current_epoch >= first + 2)
+        .map(|b| b.wall_ms)
+        .collect();
+    if warm.is_empty() {
+        return None;
+    }
+    let tenth = (warm.len() / 10).max(1);
+    let head = Summary::of(&warm[..tenth]).median;
+    let tail = Summary::of(&warm[warm.len() - tenth..]).median;
+    let all = Summary::of(&warm);
+    Some(SoakTrend {
+        warm_batches: warm.len(),
+        trend: if head > 0.0 { tail / head } else { f64::NAN },
+        warm_median_ms: all.median,
+        largest_stall_ms: all.max,
+        end_db_bytes: last_sample.db_bytes,
+        end_fs_growth_bytes: last_sample.fs_growth_bytes,
+        max_snapshots: row.samples.iter().map(|s| s.snapshots).max().unwrap_or(0),
+        end_extents: last_sample.extents,
+    })
+}
+
+/// The soak table (rows with samples only).
+fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let rows: Vec<(usize, &BackendResult, SoakTrend)> = group
+        .iter()
+        .filter_map(|(i, r)| soak_trend(r).map(|t| (*i, *r, t)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str(
+        "Soak (`--sample-every`): *trend* is the median batch of the last 10 % of warm batches \
+         (after the first two epochs) over that of the first 10 %; *stall* is the slowest warm \
+         batch over the warm median; sizes and extents after the last batch; *fs growth* is \
+         what the database's filesystem gained since the backend opened (snapshots and \
+         not-yet-reclaimed space included; exact only if nothing else writes there).\n\n",
+    );
+    s.push_str(
+        "| run | backend | warm batches | warm median | trend | largest stall | stall ÷ median | \
+         DB MiB | fs growth MiB | fs growth ÷ DB | max snapshots | extents |\n",
+    );
+    s.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i, r, t) in rows {
+        let fs_ratio = t
+            .end_fs_growth_bytes
+            .filter(|_| t.end_db_bytes > 0)
+            .map_or_else(
+                || "–".into(),
+                |g| format!("{:.2}", g as f64 / t.end_db_bytes as f64),
+            );
+        let growth = t
+            .end_fs_growth_bytes
+            .map_or_else(|| "n/m".into(), |g| format!("{:.1}", g as f64 / 1048576.0));
+        let _ = writeln!(
+            s,
+            "| {i} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {} | {} | {fs_ratio} | {} | {} |",
+            r.name,
+            t.warm_batches,
+            t.warm_median_ms,
+            t.trend,
+            t.largest_stall_ms,
+            t.largest_stall_ms / t.warm_median_ms,
+            mib(t.end_db_bytes),
+            growth,
+            t.max_snapshots,
+            t.end_extents
+                .map_or_else(|| "n/m".into(), |e| e.to_string()),
+        );
     }
     s.push('\n');
 }
@@ -1024,7 +1155,7 @@ pub fn summary_table(report: &Report) -> String {
 pub mod charts {
     //! SVG charts of a report, one set per fixture group.
 
-    use super::{groups, BackendResult, Report};
+    use super::{groups, BackendResult, Report, Sample};
     use anyhow::anyhow;
     use plotters::prelude::*;
     use std::path::{Path, PathBuf};
@@ -1082,11 +1213,92 @@ pub mod charts {
                 "Database size (sum of filenames() sizes) after each batch",
             );
             db_size(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+            if rows.iter().any(|r| !r.samples.is_empty()) {
+                for (stem, title, metric) in SAMPLE_CHARTS {
+                    let p = add(stem, title);
+                    samples(&p, &rows, title, *metric)
+                        .map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+                }
+            }
         }
         Ok(charts)
     }
 
     type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+    type Metric = fn(&Sample) -> Option<f64>;
+
+    fn mib(bytes: u64) -> f64 {
+        bytes as f64 / (1024.0 * 1024.0)
+    }
+
+    /// The soak's charts: one per sampled quantity, every row on each.
+    const SAMPLE_CHARTS: &[(&str, &str, Metric)] = &[
+        (
+            "soak_fs_growth",
+            "Filesystem growth since the backend opened, MiB",
+            |s| s.fs_growth_bytes.map(|g| g as f64 / (1024.0 * 1024.0)),
+        ),
+        (
+            "soak_db_size",
+            "Database size (filenames(), apparent), MiB",
+            |s| Some(mib(s.db_bytes)),
+        ),
+        (
+            "soak_extents",
+            "Extents of the database files (filefrag)",
+            |s| s.extents.map(|e| e as f64),
+        ),
+        ("soak_snapshots", "Live gen-N snapshots", |s| {
+            Some(s.snapshots as f64)
+        }),
+        ("soak_metadata", "btrfs metadata in use, MiB", |s| {
+            s.btrfs_metadata_used_bytes.map(mib)
+        }),
+        (
+            "soak_rss",
+            "Resident set of the replaying process, MiB",
+            |s| s.rss_bytes.map(mib),
+        ),
+    ];
+
+    fn samples(path: &Path, rows: &[&BackendResult], title: &str, metric: Metric) -> DrawResult {
+        let root = SVGBackend::new(path, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let values = || {
+            rows.iter()
+                .flat_map(|r| r.samples.iter().filter_map(metric))
+        };
+        let hi = values().fold(0.0f64, f64::max).max(1.0) * 1.15;
+        let batches = rows
+            .iter()
+            .filter_map(|r| r.samples.last().map(|s| s.index + 1))
+            .max()
+            .unwrap_or(1)
+            .max(2);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0u64..batches, 0.0..hi)?;
+        chart.configure_mesh().x_desc("batch").draw()?;
+        for (i, r) in rows.iter().enumerate() {
+            let c = color(i);
+            let points: Vec<(u64, f64)> = r
+                .samples
+                .iter()
+                .filter_map(|s| metric(s).map(|v| (s.index, v)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points, c.stroke_width(2)))?
+                .label(label(r))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    }
 
     fn color(i: usize) -> RGBColor {
         const COLORS: [RGBColor; 8] = [
@@ -1327,6 +1539,47 @@ mod tests {
         assert!((steady.storage_total_s - 0.012).abs() < 1e-9);
         let short = timed_row("lmdb@ext4", "lmdb", &[(3, 1.0, 0.5)]);
         assert!(phase_times(&short, Phase::NextEpoch).is_none());
+    }
+
+    #[test]
+    fn soak_trend_compares_the_last_warm_tenth_with_the_first() {
+        // Epochs 0 and 1 are not warm; 20 warm batches: the first two at 10 ms, the last two
+        // at 25 ms and 35 ms.
+        let mut batches = vec![(0, 500.0, 0.0), (1, 300.0, 0.0)];
+        batches.extend((0..20).map(|i| {
+            let wall = match i {
+                0 | 1 => 10.0,
+                18 => 25.0,
+                19 => 35.0,
+                _ => 20.0,
+            };
+            (2 + i / 4, wall, 0.0)
+        }));
+        let mut r = timed_row("butter@btrfs", "butter", &batches);
+        assert!(soak_trend(&r).is_none(), "no samples, no soak figures");
+        r.samples = vec![
+            Sample {
+                index: 10,
+                snapshots: 3,
+                ..Sample::default()
+            },
+            Sample {
+                index: 21,
+                db_bytes: 4096,
+                snapshots: 1,
+                extents: Some(7),
+                ..Sample::default()
+            },
+        ];
+        let t = soak_trend(&r).expect("figures");
+        assert_eq!(t.warm_batches, 20);
+        assert!((t.trend - 2.5).abs() < 1e-9, "trend {}", t.trend);
+        assert_eq!(t.largest_stall_ms, 35.0);
+        assert_eq!(t.warm_median_ms, 20.0);
+        assert_eq!(
+            (t.end_db_bytes, t.max_snapshots, t.end_extents),
+            (4096, 3, Some(7))
+        );
     }
 
     #[test]

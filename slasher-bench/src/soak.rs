@@ -1,0 +1,88 @@
+//! `slasher-bench soak`: weeks of chain in one run. It generates a chain long enough to wrap
+//! the slasher's history `--wraps` times (with a history much shorter than Lighthouse's 4096
+//! epochs, so that the wrap-arounds and the pruning they cause happen in hours, not months),
+//! then replays it on each backend with `--sample-every` samples of the database and its
+//! filesystem, and writes the usual report with a soak table and one chart per sampled
+//! quantity (see `report::soak_trend`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::generate::{generate, GenerateOptions};
+use crate::replay::{self, ReplayArgs};
+
+/// `soak` arguments.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Active validators of the generated chain.
+    #[arg(long, default_value_t = 16_384)]
+    pub validators: u64,
+    /// The slasher's history in epochs (a multiple of 16); short, so that it wraps soon.
+    #[arg(long, default_value_t = 64)]
+    pub history_length: u64,
+    /// How many times the chain wraps the history (the run is `wraps × history + 2` epochs,
+    /// 32 batches each).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    pub wraps: u64,
+    /// Seed of the generated chain.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Sample every N batches (default: once per epoch).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample_every: u64,
+    /// Backends, as for `replay`.
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<String>,
+    /// Database directories, as for `replay`.
+    #[arg(long)]
+    pub db_dir: String,
+    /// Output directory: the generated fixture (`soak.fixture`) and the report.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Generate the chain, then replay it with samples.
+///
+/// # Errors
+/// Invalid settings, generation and replay errors.
+pub fn run(args: SoakArgs) -> anyhow::Result<()> {
+    let epochs = args
+        .wraps
+        .checked_mul(args.history_length)
+        .and_then(|e| e.checked_add(2))
+        .context("--wraps × --history-length is too large")?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let fixture = args.out.join("soak.fixture");
+    let mut opts = GenerateOptions::new(args.validators, epochs, args.seed);
+    opts.history_length = args.history_length;
+    opts.name = Some(format!(
+        "soak-{}v-h{}-x{}",
+        args.validators, args.history_length, args.wraps
+    ));
+    eprintln!(
+        "soak: generating {epochs} epochs ({} batches) of {} validators, history {}",
+        epochs * 32,
+        args.validators,
+        args.history_length
+    );
+    generate(&opts, &fixture).with_context(|| format!("generating {}", fixture.display()))?;
+    replay::run(ReplayArgs {
+        fixture,
+        backends: args.backends,
+        db_dir: args.db_dir,
+        out: Some(args.out),
+        batches: None,
+        non_durable: false,
+        keep_db: false,
+        no_progress: args.no_progress,
+        sample_every: Some(args.sample_every),
+        child_result: None,
+        parent_pid: None,
+    })
+}
