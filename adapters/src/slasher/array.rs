@@ -4,7 +4,8 @@
 //! A tile covers C epochs × K validators. Its cell `validator_offset × C + chunk_offset` holds a
 //! distance `target − epoch` as a `u16`; the stored target is `epoch + cell`.
 //!
-//! Stored form: zlib (libdeflate, level `TILE_COMPRESSION_LEVEL`; Lighthouse uses C zlib at level 6 and either inflates the other's streams) of the bincode encoding of a `Vec<u16>`:
+//! Stored form: a zlib stream (by default exactly Lighthouse's: C zlib at level 6; see
+//! [`TileCodecKind`]) of the bincode encoding of a `Vec<u16>`:
 //!
 //! | Offset | Size | Field |
 //! |---|---|---|
@@ -121,12 +122,12 @@ impl Chunk {
         Ok(raw)
     }
 
-    /// zlib of the bincode bytes: the stored value.
+    /// zlib of the bincode bytes, as Lighthouse writes them: the stored value.
     ///
     /// # Errors
     /// [`Error::Compression`] on a zlib failure.
     pub fn encode(&self) -> Result<Vec<u8>, Error> {
-        TileCodec::new().encode(self)
+        TileCodec::default().encode(self)
     }
 
     /// Decode a stored tile (anything after the C·K cells in the inflated stream is ignored,
@@ -136,7 +137,7 @@ impl Chunk {
     /// [`Error::Corrupted`] for a bad zlib stream or bincode payload;
     /// [`Error::ChunkLengthMismatch`] for a wrong cell count.
     pub fn decode(bytes: &[u8], config: &Config) -> Result<Self, Error> {
-        TileCodec::new().decode(bytes, config)
+        TileCodec::default().decode(bytes, config)
     }
 
     fn cell(&self, index: usize) -> Result<u16, Error> {
@@ -212,21 +213,49 @@ impl Chunk {
     }
 }
 
-/// The deflate level for tiles. Lighthouse uses zlib's default (6). On the mainnet sample's
-/// cold start (every batch of the first epoch rewrites ~427k tiles) level 6 spent half the
-/// replay's CPU in lazy matching; level 1 is several times faster for tiles a few percent larger
-/// on real data, and the stream is still plain zlib that Lighthouse reads.
+/// The deflate level of [`TileCodecKind::Fast`]. On the mainnet sample's cold start (every
+/// batch of the first epoch rewrites ~427k tiles) level 6 spent half the replay's CPU in lazy
+/// matching; level 1 is several times faster for tiles a few percent larger on real data.
 pub const TILE_COMPRESSION_LEVEL: i32 = 1;
 
-/// Reusable state for encoding and decoding tiles, with libdeflate (zlib format, level
-/// [`TILE_COMPRESSION_LEVEL`]).
-/// Lighthouse compresses with C zlib; the compressed bytes are not canonical (`docs/background.md`
-/// §1.2) and Lighthouse only ever inflates them, so any valid zlib stream that inflates to the same
-/// tile bytes is compatible. libdeflate compresses and inflates whole buffers several times faster,
-/// which matters because a cold start rewrites about 256 tiles per validator chunk per batch. A
-/// stream that inflates to more than a tile (someone else's writer) falls back to flate2's
-/// streaming inflater, which reads just the tile from the front.
+/// How tiles are compressed and inflated. Both write plain zlib streams of the same bincode
+/// bytes, which either reads (zlib output is not canonical, `docs/background.md` §1.2, and
+/// Lighthouse only ever inflates it), so the choice changes cost and size, never the contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum TileCodecKind {
+    /// What Lighthouse does, cost included: a new flate2 `ZlibEncoder` at
+    /// `Compression::default()` (C zlib, level 6) for every tile written, a new streaming
+    /// `ZlibDecoder` for every tile read. The bytes are the ones Lighthouse would store.
+    #[default]
+    Lighthouse,
+    /// libdeflate at level [`TILE_COMPRESSION_LEVEL`] with state reused across tiles, whole
+    /// buffers at once: several times cheaper, a few percent larger tiles.
+    Fast,
+}
+
+impl TileCodecKind {
+    /// Both codecs.
+    pub const ALL: [TileCodecKind; 2] = [TileCodecKind::Lighthouse, TileCodecKind::Fast];
+
+    /// `lighthouse` or `fast`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TileCodecKind::Lighthouse => "lighthouse",
+            TileCodecKind::Fast => "fast",
+        }
+    }
+
+    /// The codec named `name` (as [`TileCodecKind::name`] spells it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// Reusable state for encoding and decoding tiles with one [`TileCodecKind`]. Whatever the
+/// kind, a stream that inflates to more than a tile (someone else's writer) is read with
+/// flate2's streaming inflater, which stops after the tile, as Lighthouse's reader does.
 pub struct TileCodec {
+    kind: TileCodecKind,
     compressor: libdeflater::Compressor,
     decompressor: libdeflater::Decompressor,
     decompress: Decompress,
@@ -236,6 +265,7 @@ pub struct TileCodec {
 impl std::fmt::Debug for TileCodec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TileCodec")
+            .field("kind", &self.kind)
             .field("raw_len", &self.raw.len())
             .finish_non_exhaustive()
     }
@@ -243,14 +273,15 @@ impl std::fmt::Debug for TileCodec {
 
 impl Default for TileCodec {
     fn default() -> Self {
-        Self::new()
+        Self::new(TileCodecKind::default())
     }
 }
 
 impl TileCodec {
-    /// A codec at [`TILE_COMPRESSION_LEVEL`] with the zlib header (RFC 1950).
-    pub fn new() -> Self {
+    /// A codec of `kind`.
+    pub fn new(kind: TileCodecKind) -> Self {
         Self {
+            kind,
             compressor: libdeflater::Compressor::new(
                 libdeflater::CompressionLvl::new(TILE_COMPRESSION_LEVEL).unwrap_or_default(),
             ),
@@ -266,6 +297,12 @@ impl TileCodec {
     /// [`Error::Compression`] on a zlib failure; [`Error::Corrupted`] if bincode fails.
     pub fn encode(&mut self, chunk: &Chunk) -> Result<Vec<u8>, Error> {
         raw_bytes_into(&chunk.data, &mut self.raw);
+        if self.kind == TileCodecKind::Lighthouse {
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut encoder, &self.raw).map_err(Error::Compression)?;
+            return encoder.finish().map_err(Error::Compression);
+        }
         let mut out = vec![0u8; self.compressor.zlib_compress_bound(self.raw.len())];
         let n = self
             .compressor
@@ -282,6 +319,20 @@ impl TileCodec {
     pub fn decode(&mut self, bytes: &[u8], config: &Config) -> Result<Chunk, Error> {
         let expected = config.cells_per_chunk();
         let needed = 8 + 2 * expected;
+        if self.kind == TileCodecKind::Lighthouse {
+            // A streaming reader that stops after the tile's bytes, as Lighthouse's bincode
+            // read over its ZlibDecoder does.
+            self.raw.clear();
+            let decoder = flate2::read::ZlibDecoder::new(bytes);
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(decoder, needed as u64),
+                &mut self.raw,
+            )
+            .map_err(|e| Error::corrupted("tile", format!("zlib: {e}")))?;
+            return Ok(Chunk {
+                data: cells_from_raw(&self.raw, expected)?,
+            });
+        }
         // Fast path: the whole stream inflates into exactly the bytes a tile needs (or fewer).
         self.raw.clear();
         self.raw.resize(needed, 0);
@@ -619,6 +670,63 @@ mod tests {
         assert_eq!(Chunk::decode(&max.encode().unwrap(), &config).unwrap(), max);
     }
 
+    /// A tile with varied cells (a neutral tile compresses to almost nothing).
+    fn varied(config: &Config) -> Chunk {
+        Chunk {
+            data: (0..config.cells_per_chunk())
+                .map(|i| ((i * 7919) % 977) as u16)
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn lighthouse_codec_writes_exactly_zlib_level_6() {
+        let config = Config::new("/tmp/x");
+        let chunk = varied(&config);
+        let raw = chunk.to_raw_bytes().unwrap();
+        // Independently: one-shot C zlib at level 6, as flate2's Compression::default() is.
+        let mut expected = Vec::with_capacity(raw.len() + 64);
+        flate2::Compress::new(flate2::Compression::new(6), true)
+            .compress_vec(&raw, &mut expected, flate2::FlushCompress::Finish)
+            .unwrap();
+        let ours = TileCodec::new(TileCodecKind::Lighthouse)
+            .encode(&chunk)
+            .unwrap();
+        assert_eq!(
+            &ours[..2],
+            &[0x78, 0x9C],
+            "zlib header of the default level"
+        );
+        assert_eq!(ours, expected, "not the bytes Lighthouse writes");
+        assert_eq!(
+            chunk.encode().unwrap(),
+            ours,
+            "Chunk::encode is not Lighthouse's"
+        );
+        assert_eq!(Config::new("/tmp/x").tile_codec, TileCodecKind::Lighthouse);
+    }
+
+    #[test]
+    fn each_codec_reads_the_others_tiles() {
+        let config = Config::new("/tmp/x");
+        let chunk = varied(&config);
+        let mut lighthouse = TileCodec::new(TileCodecKind::Lighthouse);
+        let mut fast = TileCodec::new(TileCodecKind::Fast);
+        let by_lighthouse = lighthouse.encode(&chunk).unwrap();
+        let by_fast = fast.encode(&chunk).unwrap();
+        assert_eq!(&by_fast[..2], &[0x78, 0x01], "fast is zlib level 1");
+        assert_ne!(by_fast, by_lighthouse);
+        for codec in [&mut lighthouse, &mut fast] {
+            assert_eq!(codec.decode(&by_lighthouse, &config).unwrap(), chunk);
+            assert_eq!(codec.decode(&by_fast, &config).unwrap(), chunk);
+            assert!(codec
+                .decode(&by_fast[..by_fast.len() / 2], &config)
+                .is_err());
+        }
+        assert_eq!(TileCodecKind::from_name("fast"), Some(TileCodecKind::Fast));
+        assert_eq!(TileCodecKind::from_name("zlib"), None);
+    }
+
     #[test]
     fn tile_decode_rejects_corruption() {
         let config = small();
@@ -641,18 +749,21 @@ mod tests {
         let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
         std::io::Write::write_all(&mut e, &raw).unwrap();
         assert!(Chunk::decode(&e.finish().unwrap(), &config).is_err());
-        // A codec reused after an error still works.
-        let mut codec = TileCodec::new();
-        assert!(codec.decode(b"junk", &config).is_err());
-        let encoded = codec.encode(&chunk).unwrap();
-        assert_eq!(encoded, enc, "same stream as a fresh encoder");
-        // A stream that inflates to more than a tile: the tile is read from its front.
-        let mut long = chunk.to_raw_bytes().unwrap();
-        long.extend_from_slice(&[0xAB; 100]);
-        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
-        std::io::Write::write_all(&mut e, &long).unwrap();
-        assert_eq!(codec.decode(&e.finish().unwrap(), &config).unwrap(), chunk);
-        assert_eq!(codec.decode(&encoded, &config).unwrap(), chunk);
+        for kind in TileCodecKind::ALL {
+            // A codec reused after an error still works.
+            let mut codec = TileCodec::new(kind);
+            assert!(codec.decode(b"junk", &config).is_err());
+            let encoded = codec.encode(&chunk).unwrap();
+            let fresh = TileCodec::new(kind).encode(&chunk).unwrap();
+            assert_eq!(encoded, fresh, "{kind:?}: same stream as a fresh encoder");
+            // A stream that inflates to more than a tile: the tile is read from its front.
+            let mut long = chunk.to_raw_bytes().unwrap();
+            long.extend_from_slice(&[0xAB; 100]);
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+            std::io::Write::write_all(&mut e, &long).unwrap();
+            assert_eq!(codec.decode(&e.finish().unwrap(), &config).unwrap(), chunk);
+            assert_eq!(codec.decode(&encoded, &config).unwrap(), chunk);
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::array::TileCodecKind;
 use super::error::Error;
 use crate::config::{BackendConfig, DatabaseBackend, Durability, DEFAULT_MAX_DB_SIZE_MBS};
 
@@ -63,6 +64,9 @@ pub struct Config {
     pub backend: DatabaseBackend,
     /// Commit durability passed to the backend.
     pub durability: Durability,
+    /// How tiles are compressed: Lighthouse's zlib level 6 by default. Not stored: the two
+    /// read each other's tiles.
+    pub tile_codec: TileCodecKind,
 }
 
 /// The part of the configuration that fixes the on-disk layout, stored in `metadata[0x01]` as
@@ -89,6 +93,7 @@ impl Config {
             max_db_size_mbs: DEFAULT_MAX_DB_SIZE_MBS,
             backend: default_backend(),
             durability: Durability::Immediate,
+            tile_codec: TileCodecKind::Lighthouse,
         }
     }
 

@@ -53,6 +53,7 @@ use std::time::Instant;
 use lru::LruCache;
 use parking_lot::Mutex;
 
+pub use array::TileCodecKind;
 pub use batch_stats::{AttestationStats, BatchStats, BatchTimings, BlockStats, PruneStats};
 pub use config::{Config, DiskConfig};
 pub use error::Error;
@@ -290,7 +291,7 @@ impl<E: Environment> Slasher<E> {
         stats.attestation_stats.num_validator_chunks = subqueues.len();
         let mut double_vote_us = 0;
         let mut arrays_us = 0;
-        let mut codec = array::TileCodec::new();
+        let mut codec = array::TileCodec::new(config.tile_codec);
         for (vci, subqueue) in subqueues.iter().enumerate() {
             let vci = vci as u64;
             let records: Vec<(&AttesterRecord, IndexedAttestationId)> = subqueue
