@@ -221,18 +221,27 @@ print_summary() {
     awk -F'|' '
         function trim(s) { gsub(/^ +| +$/, "", s); return s }
         function col(name) { return (name in at) ? trim($(at[name])) : "?" }
-        /^\| run \| backend/ {
+        /^## Fixture/ { sub(/^## /, ""); print "    " $0 }
+        /^\| run \| backend \| (filesystem|phase) / {
             delete at
             for (i = 2; i < NF; i++) at[trim($i)] = i
-            table = 1
+            table = ("phase" in at) ? 2 : 1
+            if (table == 2) print "    by phase (storage: time inside the backend calls):"
             next
         }
         table && /^\|---/ { next }
-        table && /^\|/ {
+        table == 1 && /^\|/ {
             printf "    %-22s first %9s  median %8s  p99 %9s  total %7s s | vs LMDB: median %-6s total %-6s | DB %s MiB | peak RSS %s MiB\n",
                 col("backend"), col("first batch"), col("median"), col("p99"), col("total s"),
                 col("median ×LMDB"), col("total ×LMDB"), col("DB MiB (apparent / allocated)"),
                 col("peak RSS MiB")
+            next
+        }
+        table == 2 && /^\|/ {
+            printf "      %-22s %-10s median %8s (%-6s) total %7s s (%-6s) | storage median %8s (%-6s) total %7s s (%-6s) share %s\n",
+                col("backend"), col("phase"), col("median"), col("median ×LMDB"), col("total s"),
+                col("total ×LMDB"), col("storage median"), col("storage median ×LMDB"),
+                col("storage total s"), col("storage total ×LMDB"), col("storage share")
             next
         }
         { table = 0 }

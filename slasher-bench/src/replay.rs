@@ -43,6 +43,7 @@ use crate::report::{
 use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
+use slasher_adapters::slasher::TileCodecKind;
 use slasher_adapters::slasher::{
     AttesterSlashing, Config, IndexedAttestation, ProposerSlashing, Slasher,
 };
@@ -90,6 +91,9 @@ pub struct ReplayArgs {
     /// samples; outside the timed part of a batch).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_every: Option<u64>,
+    /// The slasher's settings (Lighthouse's defaults).
+    #[command(flatten)]
+    pub settings: SlasherSettings,
     /// Internal: run one backend in this process (`--db-dir` is then the database directory)
     /// and write its result as JSON to this file (its error, if it fails, to FILE.error).
     #[arg(long, hide = true)]
@@ -97,6 +101,91 @@ pub struct ReplayArgs {
     /// Internal: the parent's pid (the child dies with it).
     #[arg(long, hide = true)]
     pub parent_pid: Option<u32>,
+}
+
+/// Slot duration on mainnet, seconds: one fixture batch per slot.
+const SECONDS_PER_SLOT: u64 = 12;
+
+/// The settings a Lighthouse operator gives the slasher (`--slasher-*` flags, same names
+/// without the prefix, same units and defaults). The geometry (C, K, H) defaults to the
+/// fixture's config hint, which is Lighthouse's default unless the fixture says otherwise.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SlasherSettings {
+    /// Epochs of history kept (Lighthouse `--slasher-history-length`, default 4096; default
+    /// here: the fixture's hint).
+    #[arg(long)]
+    pub history_length: Option<usize>,
+    /// Epochs per tile of the target arrays (`--slasher-chunk-size`, 16).
+    #[arg(long)]
+    pub chunk_size: Option<usize>,
+    /// Validators per tile (`--slasher-validator-chunk-size`, 256).
+    #[arg(long)]
+    pub validator_chunk_size: Option<usize>,
+    /// LMDB map size / MDBX size limit in GiB (`--slasher-max-db-size`, 512).
+    #[arg(long, default_value_t = 512)]
+    pub max_db_size: usize,
+    /// Entries of the attestation-root LRU (`--slasher-att-cache-size`, 100,000).
+    #[arg(long, default_value_t = 100_000)]
+    pub att_cache_size: usize,
+    /// Seconds between two batches (`--slasher-update-period`, 12): a multiple of the 12-second
+    /// slot; every batch processes the slots since the previous one.
+    #[arg(long, default_value_t = SECONDS_PER_SLOT)]
+    pub update_period: u64,
+    /// How tiles are compressed: `lighthouse` (zlib level 6, as Lighthouse) or `fast`
+    /// (libdeflate level 1).
+    #[arg(long, default_value = "lighthouse", value_parser = parse_tile_codec)]
+    pub tile_codec: TileCodecKind,
+}
+
+impl Default for SlasherSettings {
+    fn default() -> Self {
+        Self {
+            history_length: None,
+            chunk_size: None,
+            validator_chunk_size: None,
+            max_db_size: 512,
+            att_cache_size: 100_000,
+            update_period: SECONDS_PER_SLOT,
+            tile_codec: TileCodecKind::Lighthouse,
+        }
+    }
+}
+
+fn parse_tile_codec(name: &str) -> Result<TileCodecKind, String> {
+    TileCodecKind::from_name(name)
+        .ok_or_else(|| format!("unknown tile codec {name:?}; expected `lighthouse` or `fast`"))
+}
+
+impl SlasherSettings {
+    /// Fixture batches (slots) per slasher batch.
+    fn slots_per_batch(&self) -> u64 {
+        self.update_period / SECONDS_PER_SLOT
+    }
+
+    /// The same settings as command-line arguments, for the child process.
+    fn to_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (flag, value) in [
+            ("--history-length", self.history_length),
+            ("--chunk-size", self.chunk_size),
+            ("--validator-chunk-size", self.validator_chunk_size),
+        ] {
+            if let Some(v) = value {
+                out.extend([flag.to_string(), v.to_string()]);
+            }
+        }
+        out.extend([
+            "--max-db-size".into(),
+            self.max_db_size.to_string(),
+            "--att-cache-size".into(),
+            self.att_cache_size.to_string(),
+            "--update-period".into(),
+            self.update_period.to_string(),
+            "--tile-codec".into(),
+            self.tile_codec.name().into(),
+        ]);
+        out
+    }
 }
 
 /// `replay` was stopped by SIGINT or SIGTERM (after writing the report of the batches done).
@@ -308,6 +397,7 @@ fn run_backend_child(
         .arg(std::process::id().to_string())
         .arg("--batches")
         .arg(batches.to_string())
+        .args(args.settings.to_args())
         .stdin(Stdio::null())
         // Its own process group: a Ctrl-C at the terminal reaches the parent alone, which
         // forwards it once.
@@ -410,7 +500,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
 
     let machine = Machine::probe();
     let build = Build::probe();
-    let config = slasher_config(&manifest, Path::new("."), args.non_durable);
+    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
     print_header(
         &args.fixture,
         &manifest,
@@ -520,6 +610,8 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
             attestation_root_cache_size: config.attestation_root_cache_size.get(),
             max_db_size_mbs: config.max_db_size_mbs,
             durability_requested: durability_name(config.durability).into(),
+            tile_codec: config.tile_codec.name().into(),
+            update_period_s: args.settings.update_period,
         },
         machine,
         build,
@@ -584,19 +676,49 @@ fn durability_name(d: Durability) -> &'static str {
 }
 
 /// The slasher configuration a fixture asks for, at `path`.
-fn slasher_config(manifest: &Manifest, path: &Path, non_durable: bool) -> Config {
+/// The slasher configuration a run uses: the settings given, else the fixture's hint, else
+/// Lighthouse's defaults. Checked as Lighthouse checks it, plus the update period.
+fn slasher_config(
+    manifest: &Manifest,
+    path: &Path,
+    non_durable: bool,
+    settings: &SlasherSettings,
+) -> anyhow::Result<Config> {
     let hint = manifest.description.slasher_config;
+    let from_hint = |v: u64, default: usize| usize::try_from(v).unwrap_or(default);
     let mut config = Config::new(path);
-    config.chunk_size = usize::try_from(hint.chunk_size).unwrap_or(config.chunk_size);
-    config.validator_chunk_size =
-        usize::try_from(hint.validator_chunk_size).unwrap_or(config.validator_chunk_size);
-    config.history_length = usize::try_from(hint.history_length).unwrap_or(config.history_length);
+    config.chunk_size = settings
+        .chunk_size
+        .unwrap_or_else(|| from_hint(hint.chunk_size, config.chunk_size));
+    config.validator_chunk_size = settings
+        .validator_chunk_size
+        .unwrap_or_else(|| from_hint(hint.validator_chunk_size, config.validator_chunk_size));
+    config.history_length = settings
+        .history_length
+        .unwrap_or_else(|| from_hint(hint.history_length, config.history_length));
+    config.max_db_size_mbs = settings
+        .max_db_size
+        .checked_mul(1024)
+        .ok_or_else(|| anyhow!("--max-db-size {} GiB is too large", settings.max_db_size))?;
+    config.attestation_root_cache_size = std::num::NonZeroUsize::new(settings.att_cache_size)
+        .ok_or_else(|| anyhow!("invalid slasher settings: --att-cache-size must be at least 1"))?;
+    config.tile_codec = settings.tile_codec;
     config.durability = if non_durable {
         Durability::Eventual
     } else {
         Durability::Immediate
     };
     config
+        .validate()
+        .map_err(|e| anyhow!("invalid slasher settings: {e}"))?;
+    if settings.update_period == 0 || settings.update_period % SECONDS_PER_SLOT != 0 {
+        bail!(
+            "invalid slasher settings: --update-period {} must be a positive multiple of the \
+             {SECONDS_PER_SLOT}-second slot (the fixture holds one batch per slot)",
+            settings.update_period
+        );
+    }
+    Ok(config)
 }
 
 fn print_header(
@@ -691,6 +813,7 @@ struct ChildJob<'a> {
     fixture: &'a Path,
     batches: Option<u64>,
     non_durable: bool,
+    settings: &'a SlasherSettings,
     progress: bool,
     sample_every: Option<u64>,
     interrupt: Interrupt,
@@ -727,6 +850,7 @@ fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
         fixture: &args.fixture,
         batches: args.batches,
         non_durable: args.non_durable,
+        settings: &args.settings,
         progress: !args.no_progress,
         sample_every: args.sample_every,
         interrupt,
@@ -758,7 +882,7 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
         .batches
         .unwrap_or(u64::MAX)
         .min(manifest.contents.batch_count);
-    let config = slasher_config(&manifest, &job.db, job.non_durable);
+    let config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
     let device = job.fs.device.clone().map(PathBuf::from);
     let device_before = device.as_deref().and_then(device_bytes_written);
     let io_before = ProcIo::read().context("reading /proc/self/io")?;
@@ -794,26 +918,38 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
     let mut found = SlashingsFound::default();
     let loop_start = Instant::now();
     let mut interrupted = false;
-    for batch in reader
+    // With an update period of k slots, k fixture batches are queued before each
+    // process_queued, as Lighthouse's slasher service queues a period's worth of slots.
+    let slots_per_batch = job.settings.slots_per_batch();
+    let (mut headers, mut attestations, mut enqueue_ms, mut queued) = (0, 0, 0.0, 0);
+    let mut io_start = ProcIo::read()?;
+    for (position, batch) in reader
         .by_ref()
         .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .enumerate()
     {
         if job.interrupt.is_set() {
             interrupted = true;
             break;
         }
         let batch = batch?;
-        let io_start = ProcIo::read()?;
+        if queued == 0 {
+            io_start = ProcIo::read()?;
+        }
         let t = Instant::now();
-        let headers = batch.headers.len();
-        let attestations = batch.attestations.len();
+        headers += batch.headers.len();
+        attestations += batch.attestations.len();
         for header in batch.headers {
             slasher.accept_block_header(header);
         }
         for attestation in batch.attestations {
             slasher.accept_attestation(attestation);
         }
-        let enqueue_ms = t.elapsed().as_secs_f64() * 1000.0;
+        enqueue_ms += t.elapsed().as_secs_f64() * 1000.0;
+        queued += 1;
+        if queued < slots_per_batch && position as u64 + 1 < limit {
+            continue;
+        }
 
         let storage_before = slasher.environment().storage_time();
         let t = Instant::now();
@@ -865,11 +1001,10 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
             proposer_slashings: proposer.len(),
             slashings_digest: digest,
         });
+        (headers, attestations, enqueue_ms, queued) = (0, 0, 0.0, 0);
         let done = batches.len() as u64;
-        if job
-            .sample_every
-            .is_some_and(|n| done % n == 0 || done == limit)
-        {
+        let last = position as u64 + 1 == limit;
+        if job.sample_every.is_some_and(|n| done % n == 0 || last) {
             samples.push(take_sample(
                 batch.index,
                 &job.db,

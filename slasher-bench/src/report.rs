@@ -94,6 +94,36 @@ pub struct SlasherConfigInfo {
     pub max_db_size_mbs: usize,
     /// `immediate` or `eventual` (`--non-durable`); each row says what its backend honoured.
     pub durability_requested: String,
+    /// How tiles were compressed: `lighthouse` (zlib level 6) or `fast` (libdeflate level 1;
+    /// every report written before the choice existed used it).
+    #[serde(default = "fast_codec")]
+    pub tile_codec: String,
+    /// Seconds of slots per batch.
+    #[serde(default = "one_slot")]
+    pub update_period_s: u64,
+}
+
+fn fast_codec() -> String {
+    "fast".into()
+}
+
+fn one_slot() -> u64 {
+    12
+}
+
+impl SlasherConfigInfo {
+    /// What a row's times depend on besides the backend, in one line; rows are only compared
+    /// with rows of the same settings.
+    pub fn label(&self) -> String {
+        format!(
+            "tile codec {}, history {}, chunk {}×{}, one batch per {} s",
+            self.tile_codec,
+            self.history_length,
+            self.chunk_size,
+            self.validator_chunk_size,
+            self.update_period_s
+        )
+    }
 }
 
 /// A backend that failed.
@@ -409,7 +439,9 @@ pub fn correctness(rows: &[&BackendResult]) -> Correctness {
 
 /// Rows of a report that replayed the same batches (same `records_sha256` and batch count),
 /// keyed by fixture, with the run index of each row.
-pub type Groups<'a> = BTreeMap<(String, u64), Vec<(usize, &'a BackendResult)>>;
+/// Rows by (fixture records, batches replayed, settings label): only rows of one group are
+/// compared with each other.
+pub type Groups<'a> = BTreeMap<(String, u64, String), Vec<(usize, &'a BackendResult)>>;
 
 /// Group a report's rows by fixture.
 pub fn groups(report: &Report) -> Groups<'_> {
@@ -418,6 +450,7 @@ pub fn groups(report: &Report) -> Groups<'_> {
         let key = (
             run.fixture.records_sha256.clone(),
             run.fixture.batches_replayed,
+            run.slasher_config.label(),
         );
         for row in &run.backends {
             out.entry(key.clone()).or_default().push((run_index, row));
@@ -429,7 +462,7 @@ pub fn groups(report: &Report) -> Groups<'_> {
 /// The correctness gate over every fixture group of a (possibly merged) report: the first
 /// disagreement found, with its fixture name.
 pub fn gate(report: &Report) -> Option<(String, Disagreement)> {
-    for ((sha, _), rows) in groups(report) {
+    for ((sha, _, _), rows) in groups(report) {
         let only: Vec<&BackendResult> = rows.iter().map(|(_, r)| *r).collect();
         if let Some(d) = first_disagreement(&only) {
             let name = report
@@ -569,13 +602,13 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
     for (i, run) in report.runs.iter().enumerate() {
         render_run_status(&mut s, i, run);
     }
-    for ((sha, batches), group) in groups(report) {
+    for ((sha, batches, settings), group) in groups(report) {
         let name = report
             .runs
             .iter()
             .find(|r| r.fixture.records_sha256 == sha)
             .map_or("?", |r| r.fixture.name.as_str());
-        let _ = writeln!(s, "## Fixture `{name}`: {batches} batches\n");
+        let _ = writeln!(s, "## Fixture `{name}`: {batches} batches; {settings}\n");
         let only: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
         match first_disagreement(&only) {
             None => {
@@ -1182,7 +1215,7 @@ pub mod charts {
         let all = groups(report);
         let several = all.len() > 1;
         let mut charts = Vec::new();
-        for (n, ((sha, _), group)) in all.iter().enumerate() {
+        for (n, ((sha, _, _), group)) in all.iter().enumerate() {
             let rows: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
             if rows.iter().all(|r| r.batches.is_empty()) {
                 continue;

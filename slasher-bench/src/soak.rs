@@ -13,15 +13,15 @@ use clap::Args;
 use crate::generate::{generate, GenerateOptions};
 use crate::replay::{self, ReplayArgs};
 
+/// The soak's default history, epochs.
+const DEFAULT_HISTORY: usize = 64;
+
 /// `soak` arguments.
 #[derive(Debug, Args)]
 pub struct SoakArgs {
     /// Active validators of the generated chain.
     #[arg(long, default_value_t = 16_384)]
     pub validators: u64,
-    /// The slasher's history in epochs (a multiple of 16); short, so that it wraps soon.
-    #[arg(long, default_value_t = 64)]
-    pub history_length: u64,
     /// How many times the chain wraps the history (the run is `wraps × history + 2` epochs,
     /// 32 batches each).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
@@ -44,6 +44,10 @@ pub struct SoakArgs {
     /// No progress bars.
     #[arg(long)]
     pub no_progress: bool,
+    /// The slasher's settings, as for `replay`; `--history-length` defaults to 64 epochs here,
+    /// short, so that the chain wraps it soon.
+    #[command(flatten)]
+    pub settings: replay::SlasherSettings,
 }
 
 /// Generate the chain, then replay it with samples.
@@ -51,25 +55,26 @@ pub struct SoakArgs {
 /// # Errors
 /// Invalid settings, generation and replay errors.
 pub fn run(args: SoakArgs) -> anyhow::Result<()> {
+    let history_length = args.settings.history_length.unwrap_or(DEFAULT_HISTORY) as u64;
     let epochs = args
         .wraps
-        .checked_mul(args.history_length)
+        .checked_mul(history_length)
         .and_then(|e| e.checked_add(2))
         .context("--wraps × --history-length is too large")?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let fixture = args.out.join("soak.fixture");
     let mut opts = GenerateOptions::new(args.validators, epochs, args.seed);
-    opts.history_length = args.history_length;
+    opts.history_length = history_length;
     opts.name = Some(format!(
         "soak-{}v-h{}-x{}",
-        args.validators, args.history_length, args.wraps
+        args.validators, history_length, args.wraps
     ));
     eprintln!(
         "soak: generating {epochs} epochs ({} batches) of {} validators, history {}",
         epochs * 32,
         args.validators,
-        args.history_length
+        history_length
     );
     generate(&opts, &fixture).with_context(|| format!("generating {}", fixture.display()))?;
     replay::run(ReplayArgs {
@@ -82,6 +87,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
         keep_db: false,
         no_progress: args.no_progress,
         sample_every: Some(args.sample_every),
+        settings: args.settings,
         child_result: None,
         parent_pid: None,
     })

@@ -728,7 +728,7 @@ fn finding9_errors_print_each_cause_once_plainly_and_failures_reach_the_report()
         "an empty file is not named as such"
     );
 
-    // A failed backend's reason is in report.json and report.md.
+    // An invalid configuration (here the fixture's hint) is refused before any backend runs.
     let bad = fixture_with_bad_config(w);
     let out = run(&[
         "replay",
@@ -736,6 +736,27 @@ fn finding9_errors_print_each_cause_once_plainly_and_failures_reach_the_report()
         p(&bad),
         "--backends",
         "lmdb",
+        "--no-progress",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&w.join("out-refused")),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("must be a multiple of chunk_size"), "{err}");
+    assert!(!err.contains("== lmdb"), "a backend started: {err}");
+
+    // A failed backend's reason is in report.json and report.md: a map size beyond the
+    // address space is refused by LMDB itself when the child opens it.
+    let out = run(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "lmdb",
+        "--max-db-size",
+        "9000000000",
         "--no-progress",
         "--db-dir",
         p(&w.join("db")),
@@ -749,12 +770,12 @@ fn finding9_errors_print_each_cause_once_plainly_and_failures_reach_the_report()
         .expect("a failure row with an error")
         .to_owned();
     assert!(
-        error.contains("must be a multiple of chunk_size"),
+        error.contains("does not fit in the address space"),
         "report.json lacks the child's reason: {error}"
     );
     let md = fs::read_to_string(w.join("out-failed/report.md")).expect("report.md");
     assert!(
-        md.contains("must be a multiple of chunk_size"),
+        md.contains("does not fit in the address space"),
         "report.md lacks the child's reason"
     );
 }

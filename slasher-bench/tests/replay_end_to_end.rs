@@ -315,3 +315,103 @@ fn replay_refuses_tmpfs() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is on tmpfs"));
 }
+
+fn read_report(out: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("report.json"))
+        .expect("JSON")
+}
+
+/// Lighthouse's settings on the command line: an invalid combination is one error before any
+/// backend starts; what ran is recorded; `--update-period 24` makes one slasher batch of two
+/// slots; reports of different codecs are never put in one comparison.
+#[test]
+fn slasher_settings_are_checked_recorded_and_kept_apart() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let fixture = generate(work.path());
+    let dbs = work.path().join("dbs");
+    std::fs::create_dir(&dbs).expect("mkdir");
+    let replay = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            "--fixture",
+            path(&fixture),
+            "--backends",
+            "lmdb",
+            "--db-dir",
+            path(&dbs),
+            "--out",
+            path(out),
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    for (bad, says) in [
+        (
+            &["--history-length", "40"][..],
+            "must be a multiple of chunk_size",
+        ),
+        (
+            &["--update-period", "18"][..],
+            "--update-period 18 must be a positive multiple",
+        ),
+        (
+            &["--att-cache-size", "0"][..],
+            "--att-cache-size must be at least 1",
+        ),
+        (&["--tile-codec", "zstd"][..], "unknown tile codec"),
+    ] {
+        let out = replay(&work.path().join("bad"), bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad:?} accepted");
+        assert!(stderr.contains(says), "{bad:?}: {stderr}");
+        assert!(!stderr.contains("== lmdb"), "{bad:?}: a backend started");
+        assert_eq!(
+            std::fs::read_dir(&dbs).expect("read").count(),
+            0,
+            "{bad:?}: a database directory was made"
+        );
+    }
+
+    let lighthouse = work.path().join("lighthouse");
+    assert!(replay(&lighthouse, &["--history-length", "64"])
+        .status
+        .success());
+    let report = read_report(&lighthouse);
+    let config = &report["runs"][0]["slasher_config"];
+    assert_eq!(config["tile_codec"], "lighthouse", "default codec");
+    assert_eq!(config["history_length"], 64);
+    assert_eq!(config["update_period_s"], 12);
+    let rows = report["runs"][0]["backends"].as_array().expect("rows");
+    assert_eq!(rows[0]["batches"].as_array().map(Vec::len), Some(96));
+
+    let fast = work.path().join("fast");
+    assert!(
+        replay(&fast, &["--tile-codec", "fast", "--update-period", "24"])
+            .status
+            .success()
+    );
+    let report = read_report(&fast);
+    assert_eq!(report["runs"][0]["slasher_config"]["tile_codec"], "fast");
+    let rows = report["runs"][0]["backends"].as_array().expect("rows");
+    assert_eq!(
+        rows[0]["batches"].as_array().map(Vec::len),
+        Some(48),
+        "two slots per batch"
+    );
+
+    let merged = work.path().join("merged");
+    let out = run(&[
+        "report",
+        path(&lighthouse),
+        path(&fast),
+        "--out",
+        path(&merged),
+    ]);
+    assert!(out.status.success(), "report failed");
+    let md = std::fs::read_to_string(merged.join("report.md")).expect("report.md");
+    let headers: Vec<&str> = md.lines().filter(|l| l.starts_with("## Fixture")).collect();
+    assert_eq!(headers.len(), 2, "one comparison per codec: {headers:?}");
+    assert!(headers.iter().any(|h| h.contains("tile codec lighthouse")));
+    assert!(headers.iter().any(|h| h.contains("tile codec fast")));
+}
