@@ -29,8 +29,17 @@ use std::path::{Path, PathBuf};
 pub const MAX_INFLATED_BYTES: u64 = 64 << 20;
 
 /// The most members a committee has (the consensus spec's `MAX_VALIDATORS_PER_COMMITTEE`), so
-/// the most bits an `aggregation_bits` bitlist holds.
+/// the most bits a pre-Electra `aggregation_bits` bitlist holds.
 pub const MAX_VALIDATORS_PER_COMMITTEE: usize = 2048;
+
+/// Committees per slot at most (`MAX_COMMITTEES_PER_SLOT`): the length of Electra's
+/// `committee_bits` bitvector (8 bytes).
+pub const MAX_COMMITTEES_PER_SLOT: usize = 64;
+
+/// The most bits an Electra `aggregation_bits` holds: one aggregate may span every committee of
+/// its slot (`MAX_VALIDATORS_PER_COMMITTEE × MAX_COMMITTEES_PER_SLOT`).
+pub const MAX_ELECTRA_AGGREGATION_BITS: usize =
+    MAX_VALIDATORS_PER_COMMITTEE * MAX_COMMITTEES_PER_SLOT;
 
 /// Why a response file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -118,21 +127,58 @@ fn hex_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
     hex::decode(digits).map_err(|e| D::Error::custom(format!("bad hex: {e}")))
 }
 
-/// An `aggregation_bits` bitlist: `Bitlist[MAX_VALIDATORS_PER_COMMITTEE]` in the spec, so at
-/// most 2,048 bits and 257 bytes. Longer is refused here: the importer infers the active-set
-/// size from bitlist lengths (2,048 committees an epoch), and one long bitlist would make it
+/// An `aggregation_bits` bitlist, refused if longer than the fork allows: before Electra it is
+/// `Bitlist[MAX_VALIDATORS_PER_COMMITTEE]` (2,048 bits, 257 bytes); from Electra, with
+/// `committee_bits`, `Bitlist[MAX_VALIDATORS_PER_COMMITTEE × MAX_COMMITTEES_PER_SLOT]` and at
+/// most 2,048 bits per committee it names. A longer bitlist is refused when parsed: the
+/// importer infers the active-set size from bitlist lengths, and one long bitlist would make it
 /// shuffle billions of validators.
-fn committee_bitlist<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-    let bytes = hex_bytes(d)?;
-    if bytes.len() > MAX_VALIDATORS_PER_COMMITTEE / 8 + 1
-        || bitlist_len(&bytes).is_some_and(|n| n > MAX_VALIDATORS_PER_COMMITTEE)
-    {
+fn check_aggregation_bits(bits: &[u8], committee_bits: Option<&[u8; 8]>) -> Result<(), String> {
+    let committees = committee_bits.map(|c| c.iter().map(|b| b.count_ones() as usize).sum());
+    let cap = match committees {
+        None => MAX_VALIDATORS_PER_COMMITTEE,
+        Some(0) => return Err("committee_bits names no committee".into()),
+        Some(n) => MAX_VALIDATORS_PER_COMMITTEE * n,
+    };
+    if bits.len() > cap / 8 + 1 || bitlist_len(bits).is_some_and(|n| n > cap) {
+        return Err(format!(
+            "aggregation_bits of {} bytes holds more than {cap} bits{}",
+            bits.len(),
+            committees.map_or_else(String::new, |n| format!(
+                " ({MAX_VALIDATORS_PER_COMMITTEE} for each of the {n} committees in \
+                 committee_bits)"
+            ))
+        ));
+    }
+    Ok(())
+}
+
+/// Hex bytes of at most an Electra aggregate's length, so that an absurd value is refused
+/// before it is held twice.
+fn bitlist_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.len() > 2 + 2 * (MAX_ELECTRA_AGGREGATION_BITS / 8 + 1) {
         return Err(D::Error::custom(format!(
-            "aggregation_bits of {} bytes holds more than {MAX_VALIDATORS_PER_COMMITTEE} bits",
-            bytes.len()
+            "aggregation_bits of {} hex digits holds more than {MAX_ELECTRA_AGGREGATION_BITS} bits",
+            s.len().saturating_sub(2)
         )));
     }
-    Ok(bytes)
+    let digits = s
+        .strip_prefix("0x")
+        .ok_or_else(|| D::Error::custom("hex without 0x"))?;
+    hex::decode(digits).map_err(|e| D::Error::custom(format!("bad hex: {e}")))
+}
+
+fn committee_bits<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[u8; 8]>, D::Error> {
+    hex_fixed::<D, 8>(d).map(Some)
+}
+
+/// The committees an Electra `committee_bits` names, ascending.
+pub fn committee_indices(committee_bits: &[u8; 8]) -> Vec<u64> {
+    (0..MAX_COMMITTEES_PER_SLOT)
+        .filter(|&i| bit(committee_bits, i))
+        .map(|i| i as u64)
+        .collect()
 }
 
 fn hex_fixed<'de, D: Deserializer<'de>, const N: usize>(d: D) -> Result<[u8; N], D::Error> {
@@ -203,28 +249,82 @@ impl ApiAttestationData {
     }
 }
 
-/// A phase0 `Attestation` as served in a block (`aggregation_bits` is an SSZ bitlist with its
-/// length bit).
+/// An `Attestation` as served in a block, of any fork: phase0 to Deneb (one committee,
+/// `data.index`) or Electra and later (`committee_bits` names the committees, `data.index` is
+/// 0, and `aggregation_bits` covers the named committees one after another). The bitlist
+/// keeps its SSZ length bit.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "RawAttestation<ApiAttestationData>")]
 pub struct ApiAttestation {
-    /// The bitlist bytes (at most [`MAX_VALIDATORS_PER_COMMITTEE`] bits).
-    #[serde(deserialize_with = "committee_bitlist")]
+    /// The bitlist bytes (see [`check_aggregation_bits`] for the bound).
     pub aggregation_bits: Vec<u8>,
     /// The data.
     pub data: ApiAttestationData,
     /// The aggregate signature.
-    #[serde(deserialize_with = "hex_fixed")]
     pub signature: [u8; 96],
+    /// Electra's `committee_bits`; `None` before Electra.
+    pub committee_bits: Option<[u8; 8]>,
 }
 
 /// Only the fields of an attestation needed to infer committee sizes.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "RawAttestation<ApiSlotIndex>")]
 pub struct ApiAttestationShape {
-    /// The bitlist bytes (at most [`MAX_VALIDATORS_PER_COMMITTEE`] bits).
-    #[serde(deserialize_with = "committee_bitlist")]
+    /// The bitlist bytes.
     pub aggregation_bits: Vec<u8>,
     /// The data (slot and index are used).
     pub data: ApiSlotIndex,
+    /// Electra's `committee_bits`; `None` before Electra.
+    pub committee_bits: Option<[u8; 8]>,
+}
+
+/// The JSON fields of an attestation, checked by the `TryFrom`s below.
+#[derive(Debug, Deserialize)]
+struct RawAttestation<D> {
+    #[serde(deserialize_with = "bitlist_bytes")]
+    aggregation_bits: Vec<u8>,
+    data: D,
+    #[serde(default, deserialize_with = "hex_signature")]
+    signature: Option<[u8; 96]>,
+    #[serde(default, deserialize_with = "committee_bits")]
+    committee_bits: Option<[u8; 8]>,
+}
+
+fn hex_signature<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[u8; 96]>, D::Error> {
+    hex_fixed::<D, 96>(d).map(Some)
+}
+
+impl TryFrom<RawAttestation<ApiAttestationData>> for ApiAttestation {
+    type Error = String;
+
+    fn try_from(raw: RawAttestation<ApiAttestationData>) -> Result<Self, String> {
+        check_aggregation_bits(&raw.aggregation_bits, raw.committee_bits.as_ref())?;
+        if raw.committee_bits.is_some() && raw.data.index != 0 {
+            return Err(format!(
+                "an attestation with committee_bits (Electra) has data.index {}, not 0",
+                raw.data.index
+            ));
+        }
+        Ok(ApiAttestation {
+            aggregation_bits: raw.aggregation_bits,
+            data: raw.data,
+            signature: raw.signature.ok_or("missing field `signature`")?,
+            committee_bits: raw.committee_bits,
+        })
+    }
+}
+
+impl TryFrom<RawAttestation<ApiSlotIndex>> for ApiAttestationShape {
+    type Error = String;
+
+    fn try_from(raw: RawAttestation<ApiSlotIndex>) -> Result<Self, String> {
+        check_aggregation_bits(&raw.aggregation_bits, raw.committee_bits.as_ref())?;
+        Ok(ApiAttestationShape {
+            aggregation_bits: raw.aggregation_bits,
+            data: raw.data,
+            committee_bits: raw.committee_bits,
+        })
+    }
 }
 
 /// `slot` and `index` of an `AttestationData`.

@@ -91,6 +91,26 @@ pub enum ImportError {
         /// Committee size.
         committee_size: usize,
     },
+    /// An Electra aggregate's bitlist is not as long as the committees it names together.
+    #[error(
+        "{}: attestation {position} (slot {slot}, committees {committees:?}) has {bits} \
+         aggregation bits but those committees have {members} members together",
+        path.display()
+    )]
+    ElectraBitlistLength {
+        /// The attestations file.
+        path: PathBuf,
+        /// Position in the block.
+        position: usize,
+        /// `data.slot`.
+        slot: u64,
+        /// The committees `committee_bits` names.
+        committees: Vec<u64>,
+        /// Bitlist length.
+        bits: usize,
+        /// Members of those committees.
+        members: usize,
+    },
     /// The bitlists of an epoch do not fit any committee structure, or fit several.
     #[error("epoch {epoch}: cannot infer committees from bitlist lengths: {reason}")]
     CommitteeSizes {
@@ -350,24 +370,53 @@ fn read_block(
                 reason: "no length bit (last byte is zero or the list is empty)".into(),
             }
         })?;
-        let (data_slot, committee_index) = (att.data.slot, att.data.index);
-        let committee = committees.committee(data_slot, committee_index)?;
-        if committee.len() != bits {
-            return Err(ImportError::BitlistLength {
-                path: att_path.clone(),
-                position,
-                slot: data_slot,
-                index: committee_index,
-                bits,
-                committee_size: committee.len(),
-            });
-        }
-        let mut members: Vec<u64> = committee
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| beacon_api::bit(&att.aggregation_bits, *i))
-            .map(|(_, v)| *v)
-            .collect();
+        let data_slot = att.data.slot;
+        let mut members: Vec<u64> = match &att.committee_bits {
+            None => {
+                let committee_index = att.data.index;
+                let committee = committees.committee(data_slot, committee_index)?;
+                if committee.len() != bits {
+                    return Err(ImportError::BitlistLength {
+                        path: att_path.clone(),
+                        position,
+                        slot: data_slot,
+                        index: committee_index,
+                        bits,
+                        committee_size: committee.len(),
+                    });
+                }
+                committee
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| beacon_api::bit(&att.aggregation_bits, *i))
+                    .map(|(_, v)| *v)
+                    .collect()
+            }
+            // Electra: the bitlist runs over the named committees in ascending order.
+            Some(committee_bits) => {
+                let named = beacon_api::committee_indices(committee_bits);
+                let mut concatenated = Vec::new();
+                for &index in &named {
+                    concatenated.extend_from_slice(committees.committee(data_slot, index)?);
+                }
+                if concatenated.len() != bits {
+                    return Err(ImportError::ElectraBitlistLength {
+                        path: att_path.clone(),
+                        position,
+                        slot: data_slot,
+                        committees: named,
+                        bits,
+                        members: concatenated.len(),
+                    });
+                }
+                concatenated
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| beacon_api::bit(&att.aggregation_bits, *i))
+                    .map(|(_, v)| *v)
+                    .collect()
+            }
+        };
         members.sort_unstable();
         let attestation = IndexedAttestation::new(members, att.data.to_data(), att.signature)
             .map_err(|e| ImportError::TooManyIndices {
@@ -413,7 +462,27 @@ fn collect_committee_sizes(
                     reason: "no length bit (last byte is zero or the list is empty)".into(),
                 }
             })?;
-            let (s, i) = (att.data.slot, att.data.index);
+            let s = att.data.slot;
+            let i = match &att.committee_bits {
+                None => att.data.index,
+                // An Electra aggregate of one committee shows that committee's size; one of
+                // several shows only their sum, which cannot be split without the committees.
+                Some(bits) => match beacon_api::committee_indices(bits).as_slice() {
+                    [one] => *one,
+                    several => {
+                        return Err(ImportError::CommitteeSizes {
+                            epoch: s / SLOTS_PER_EPOCH,
+                            reason: format!(
+                                "{} attestation {position} is an Electra aggregate of committees \
+                                 {several:?}: bitlist lengths cannot be split into committee \
+                                 sizes; import with the committees (--committees, which \
+                                 `slasher-bench record` fetches)",
+                                path.display()
+                            ),
+                        })
+                    }
+                },
+            };
             let epoch = s / SLOTS_PER_EPOCH;
             let seen = sizes
                 .entry(epoch)

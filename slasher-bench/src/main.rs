@@ -196,8 +196,9 @@ fn run_record(args: RecordArgs) -> anyhow::Result<()> {
     opts.progress = !args.quiet;
     let summary = record(&opts).context("recording")?;
     println!(
-        "fetched {} files, skipped {} already present, {} missed slots (404), {} retries",
-        summary.fetched, summary.skipped, summary.missed, summary.retries
+        "fetched {} files, skipped {} already present, {} missed slots (404), {} retries; \
+         attestations from the {} endpoint",
+        summary.fetched, summary.skipped, summary.missed, summary.retries, summary.attestations_api
     );
     Ok(())
 }

@@ -2,11 +2,15 @@
 //! directory layout that `import-beacon-api` reads (see [`crate::beacon_api`]):
 //!
 //! ```text
-//! <out>/attestations/<slot>.json.gz   GET /eth/v1/beacon/blocks/<slot>/attestations
+//! <out>/attestations/<slot>.json.gz   GET /eth/v2/beacon/blocks/<slot>/attestations (v1 if the
+//!                                      node has no v2)
 //! <out>/headers/<slot>.json.gz        GET /eth/v1/beacon/headers/<slot>
 //! <out>/committees/<epoch>.json.gz    GET /eth/v1/beacon/states/<epoch*32>/committees?epoch=<epoch>
 //! ```
 //!
+//! The v2 attestations endpoint serves every fork, Electra's `committee_bits` included, with a
+//! `version` field; a node that answers the first v2 request (for `head`) with 400, 404 or 405
+//! predates it, can serve no Electra block, and is asked on v1 instead.
 //! Bodies are stored exactly as served, gzipped; a 404 for a block or header (missed slot) is
 //! stored as `null`. Committees are fetched for every epoch from the one before `from_slot`
 //! (blocks include attestations from up to 32 slots back) to the one of `to_slot`, so that
@@ -112,6 +116,8 @@ pub struct RecordSummary {
     pub missed: u64,
     /// Requests retried.
     pub retries: u64,
+    /// The attestations endpoint used: `v2`, or `v1` for a node without v2.
+    pub attestations_api: &'static str,
 }
 
 struct Job {
@@ -155,7 +161,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     for slot in opts.from_slot..=opts.to_slot {
         jobs.push(Job {
             path: att_dir.join(format!("{slot}.json.gz")),
-            url_path: format!("/eth/v1/beacon/blocks/{slot}/attestations"),
+            url_path: format!("/eth/{{api}}/beacon/blocks/{slot}/attestations"),
             missing_ok: true,
         });
         jobs.push(Job {
@@ -179,6 +185,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let agent = ureq::AgentBuilder::new().timeout(opts.timeout).build();
     let base = opts.beacon_node.trim_end_matches('/');
     let mut summary = RecordSummary::default();
+    summary.attestations_api = attestations_api(&agent, base, opts, &mut summary)?;
+    for job in &mut jobs {
+        job.url_path = job.url_path.replace("{api}", summary.attestations_api);
+    }
     for job in &jobs {
         bar.set_message(job.url_path.clone());
         if job.path.is_file() {
@@ -201,6 +211,29 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
     bar.finish_with_message("done");
     Ok(summary)
+}
+
+/// `v2` if the node serves `GET /eth/v2/beacon/blocks/head/attestations`, `v1` if it answers
+/// that it does not know the route.
+fn attestations_api(
+    agent: &ureq::Agent,
+    base: &str,
+    opts: &RecordOptions,
+    summary: &mut RecordSummary,
+) -> Result<&'static str, RecordError> {
+    match fetch(
+        agent,
+        &format!("{base}/eth/v2/beacon/blocks/head/attestations"),
+        opts,
+        summary,
+    ) {
+        Ok(Some(_)) => Ok("v2"),
+        Ok(None)
+        | Err(RecordError::Status {
+            status: 400 | 405, ..
+        }) => Ok("v1"),
+        Err(e) => Err(e),
+    }
 }
 
 /// GET with retries: `Ok(None)` for 404.

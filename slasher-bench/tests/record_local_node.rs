@@ -72,6 +72,9 @@ struct Node {
     committees: Mutex<HashMap<u64, Vec<u8>>>,
     requests: AtomicUsize,
     fail_once: Mutex<Vec<String>>,
+    /// Serve `/eth/v2/.../attestations` (with a `version` field) and refuse v1's; without it,
+    /// v2 is an unknown route (400), as on a node that predates it.
+    v2: bool,
 }
 
 impl Node {
@@ -98,7 +101,19 @@ impl Node {
             }
         };
         match parts.as_slice() {
-            ["", "eth", "v1", "beacon", "blocks", slot, "attestations"] => {
+            ["", "eth", "v2", "beacon", "blocks", "head", "attestations"] if self.v2 => {
+                (200, br#"{"version":"bellatrix","data":[]}"#.to_vec())
+            }
+            ["", "eth", "v2", "beacon", "blocks", slot, "attestations"] if self.v2 => {
+                let (status, body) = from_sample("attestations", slot);
+                if status != 200 {
+                    return (status, body);
+                }
+                let mut doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                doc["version"] = "bellatrix".into();
+                (200, doc.to_string().into_bytes())
+            }
+            ["", "eth", "v1", "beacon", "blocks", slot, "attestations"] if !self.v2 => {
                 from_sample("attestations", slot)
             }
             ["", "eth", "v1", "beacon", "headers", slot] => from_sample("headers", slot),
@@ -172,12 +187,22 @@ fn batches(path: &Path) -> Vec<Batch> {
 
 #[test]
 fn recorder_and_importer_reproduce_the_direct_import() {
+    recorder_and_importer_reproduce_the_direct_import_over(true);
+}
+
+#[test]
+fn a_node_without_the_v2_endpoint_is_recorded_over_v1() {
+    recorder_and_importer_reproduce_the_direct_import_over(false);
+}
+
+fn recorder_and_importer_reproduce_the_direct_import_over(v2: bool) {
     let sample = sample_dir();
     let node = Arc::new(Node {
         sample: sample.clone(),
         committees: Mutex::new(HashMap::new()),
         requests: AtomicUsize::new(0),
         fail_once: Mutex::new(vec![format!("/eth/v1/beacon/headers/{}", FROM + 2)]),
+        v2,
     });
     let url = start_node(node.clone());
     let tmp = tempfile::tempdir().unwrap();
@@ -196,7 +221,9 @@ fn recorder_and_importer_reproduce_the_direct_import() {
         "slot 4,700,065 is missed: its block and its header"
     );
     assert_eq!(first.retries, 1, "one injected 503");
-    assert_eq!(node.requests.load(Ordering::SeqCst), files as usize + 1);
+    assert_eq!(first.attestations_api, if v2 { "v2" } else { "v1" });
+    // The files, the retry and the probe of the v2 endpoint.
+    assert_eq!(node.requests.load(Ordering::SeqCst), files as usize + 2);
     assert!(out.join("committees/146875.json.gz").is_file());
     assert_eq!(gunzip(&out.join("attestations/4700065.json.gz")), b"null");
 
@@ -204,7 +231,7 @@ fn recorder_and_importer_reproduce_the_direct_import() {
     std::fs::remove_file(out.join(format!("attestations/{}.json.gz", FROM + 10))).unwrap();
     let second = record(&opts).unwrap();
     assert_eq!((second.fetched, second.skipped), (1, files - 1));
-    assert_eq!(node.requests.load(Ordering::SeqCst), files as usize + 2);
+    assert_eq!(node.requests.load(Ordering::SeqCst), files as usize + 4);
     let leftovers: Vec<_> = walk(&out)
         .into_iter()
         .filter(|p| p.ends_with(".tmp"))
