@@ -8,6 +8,7 @@
 
 pub mod beacon_api;
 pub mod clean;
+pub mod client;
 pub mod environment;
 pub mod errors;
 pub mod fixture;

@@ -57,6 +57,10 @@ enum Command {
     /// replay it with samples of size, extents, snapshots, metadata and RSS (see
     /// docs/benchmarks.md).
     Soak(slasher_bench::soak::SoakArgs),
+    /// Compare the port's replay with the same batches replayed through Lighthouse's own
+    /// slasher (scripts/lighthouse.sh ... bench): per-phase medians, and the same slashings in
+    /// every batch.
+    ClientCompare(slasher_bench::client::ClientCompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -255,6 +259,7 @@ fn main() -> ExitCode {
         Command::Report(args) => slasher_bench::report::run(args),
         Command::Clean(args) => slasher_bench::clean::run(args),
         Command::Soak(args) => slasher_bench::soak::run(args),
+        Command::ClientCompare(args) => slasher_bench::client::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

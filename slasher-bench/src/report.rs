@@ -728,9 +728,20 @@ pub enum Phase {
 }
 
 impl Phase {
-    const ALL: [Phase; 3] = [Phase::ColdEpoch, Phase::NextEpoch, Phase::Steady];
+    /// The three phases in replay order.
+    pub const ALL: [Phase; 3] = [Phase::ColdEpoch, Phase::NextEpoch, Phase::Steady];
 
-    fn name(self) -> &'static str {
+    /// The phase of a batch `epochs_after` epochs after the first batch's.
+    pub fn of_offset(epochs_after: u64) -> Phase {
+        match epochs_after {
+            0 => Phase::ColdEpoch,
+            1 => Phase::NextEpoch,
+            _ => Phase::Steady,
+        }
+    }
+
+    /// Name as printed in reports.
+    pub fn name(self) -> &'static str {
         match self {
             Phase::ColdEpoch => "cold epoch",
             Phase::NextEpoch => "next epoch",
@@ -760,14 +771,7 @@ pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
     let in_phase: Vec<&BatchRecord> = row
         .batches
         .iter()
-        .filter(|b| {
-            let after = b.current_epoch.saturating_sub(first);
-            match phase {
-                Phase::ColdEpoch => after == 0,
-                Phase::NextEpoch => after == 1,
-                Phase::Steady => after >= 2,
-            }
-        })
+        .filter(|b| Phase::of_offset(b.current_epoch.saturating_sub(first)) == phase)
         .collect();
     if in_phase.is_empty() {
         return None;
