@@ -1,0 +1,157 @@
+// butter_db backend for Lighthouse's slasher.
+//
+// This file belongs to the butter_db project (integration/lighthouse/butter_impl.rs). It is not
+// part of Lighthouse: `scripts/lighthouse.sh` copies it into a Lighthouse checkout as
+// `slasher/src/database/butter_impl.rs` and wires it in beside Lighthouse's own backends. It
+// forwards every call to `slasher_adapters::butter`, which has the same shape as Lighthouse's
+// per-backend modules; the only work done here is converting types at the boundary.
+#![cfg(feature = "butter")]
+
+use crate::{
+    database::interface::{Key, OpenDatabases, Value},
+    Config, Error,
+};
+use slasher_adapters::{butter, BackendConfig, Cursor as _, Environment as _, RwTransaction as _};
+use std::{borrow::Cow, fmt, marker::PhantomData, path::PathBuf};
+
+/// A butter_db store: a btrfs subvolume per generation under `config.database_path`.
+#[derive(Debug)]
+pub struct Environment(butter::Environment);
+
+/// One of the nine tables (a plain handle, valid for the life of the environment).
+#[derive(Debug)]
+pub struct Database<'env>(butter::Database, PhantomData<&'env ()>);
+
+/// The single write transaction; `commit` makes it durable with a read-only snapshot.
+#[derive(Debug)]
+pub struct RwTransaction<'env>(butter::RwTransaction<'env>);
+
+/// A cursor on one table of the write transaction.
+///
+/// Lighthouse's cursor has one lifetime (the borrow of the transaction) while the adapter's has
+/// two (that borrow and the environment's). A boxed trait object erases the second, which only
+/// has to outlive the first.
+pub struct Cursor<'txn>(Box<dyn slasher_adapters::Cursor + 'txn>);
+
+impl fmt::Debug for Cursor<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("butter_impl::Cursor")
+    }
+}
+
+impl From<slasher_adapters::Error> for Error {
+    fn from(e: slasher_adapters::Error) -> Self {
+        Error::DatabaseButterError(e)
+    }
+}
+
+impl Environment {
+    pub fn new(config: &Config) -> Result<Environment, Error> {
+        let backend_config = BackendConfig {
+            max_db_size_mbs: config.max_db_size_mbs,
+            ..BackendConfig::new(&config.database_path)
+        };
+        Ok(Environment(butter::Environment::open(&backend_config)?))
+    }
+
+    pub fn create_databases(&self) -> Result<OpenDatabases, Error> {
+        let tables = self.0.create_databases()?;
+        let wrap =
+            |table| crate::database::interface::Database::Butter(Database(table, PhantomData));
+        Ok(OpenDatabases {
+            indexed_attestation_db: wrap(tables.indexed_attestation_db),
+            indexed_attestation_id_db: wrap(tables.indexed_attestation_id_db),
+            attesters_db: wrap(tables.attesters_db),
+            attesters_max_targets_db: wrap(tables.attesters_max_targets_db),
+            min_targets_db: wrap(tables.min_targets_db),
+            max_targets_db: wrap(tables.max_targets_db),
+            current_epochs_db: wrap(tables.current_epochs_db),
+            proposers_db: wrap(tables.proposers_db),
+            metadata_db: wrap(tables.metadata_db),
+        })
+    }
+
+    pub fn begin_rw_txn(&self) -> Result<RwTransaction, Error> {
+        Ok(RwTransaction(self.0.begin_rw_txn()?))
+    }
+
+    pub fn filenames(&self, _config: &Config) -> Vec<PathBuf> {
+        self.0.filenames()
+    }
+}
+
+impl<'env> RwTransaction<'env> {
+    pub fn get<K: AsRef<[u8]> + ?Sized>(
+        &'env self,
+        db: &Database<'env>,
+        key: &K,
+    ) -> Result<Option<Cow<'env, [u8]>>, Error> {
+        Ok(self.0.get(db.0, key.as_ref())?)
+    }
+
+    pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        db: &Database,
+        key: K,
+        value: V,
+    ) -> Result<(), Error> {
+        Ok(self.0.put(db.0, key.as_ref(), value.as_ref())?)
+    }
+
+    pub fn del<K: AsRef<[u8]>>(&mut self, db: &Database, key: K) -> Result<(), Error> {
+        Ok(self.0.del(db.0, key.as_ref())?)
+    }
+
+    pub fn cursor<'a>(&'a mut self, db: &Database) -> Result<Cursor<'a>, Error> {
+        Ok(Cursor(Box::new(self.0.cursor(db.0)?)))
+    }
+
+    pub fn commit(self) -> Result<(), Error> {
+        Ok(self.0.commit()?)
+    }
+}
+
+impl<'txn> Cursor<'txn> {
+    pub fn first_key(&mut self) -> Result<Option<Key>, Error> {
+        Ok(self.0.first_key()?.map(Cow::Owned))
+    }
+
+    pub fn last_key(&mut self) -> Result<Option<Key<'txn>>, Error> {
+        Ok(self.0.last_key()?.map(Cow::Owned))
+    }
+
+    pub fn next_key(&mut self) -> Result<Option<Key>, Error> {
+        Ok(self.0.next_key()?.map(Cow::Owned))
+    }
+
+    pub fn delete_current(&mut self) -> Result<(), Error> {
+        Ok(self.0.delete_current()?)
+    }
+
+    /// Deletes entries from the current one while `f` accepts their keys. An error from `f` is
+    /// returned as it is (not folded into a butter_db error).
+    pub fn delete_while(
+        &mut self,
+        f: impl Fn(&[u8]) -> Result<bool, Error>,
+    ) -> Result<Vec<Value<'_>>, Error> {
+        let mut failure = None;
+        let mut predicate = |key: &[u8]| match f(key) {
+            Ok(accept) => Ok(accept),
+            Err(e) => {
+                failure = Some(e);
+                Err(slasher_adapters::Error::Other(
+                    "the slasher's delete_while predicate failed".into(),
+                ))
+            }
+        };
+        let result = self.0.delete_while(&mut predicate);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(result?.into_iter().map(Cow::Owned).collect())
+    }
+
+    pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, key: K, value: V) -> Result<(), Error> {
+        Ok(self.0.put(key.as_ref(), value.as_ref())?)
+    }
+}

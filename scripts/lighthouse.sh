@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# butter_db inside Lighthouse itself (README: the optional third command).
+#
+#   scripts/lighthouse.sh LIGHTHOUSE_DIR [patch | test | bench]      (default: test)
+#
+# LIGHTHOUSE_DIR is a checkout of sigp/lighthouse at the commit named in docs/lighthouse.md
+# (LIGHTHOUSE_COMMIT below); the script edits that checkout, never this repository, and none of
+# Lighthouse's files are copied here.
+#   patch  adds the butter backend to the checkout (integration/lighthouse/patch.py: the glue
+#          module integration/lighthouse/butter_impl.rs, a `butter` cargo feature in the slasher
+#          crate pointing at this repository's adapters, `slasher-butter` in the lighthouse
+#          crate). It stops, changing nothing, if the tree has moved.
+#   test   patch, then Lighthouse's own slasher test suite twice: with LMDB (the control,
+#          Lighthouse's default backend) and with butter as the only backend compiled in (so
+#          Lighthouse's default backend, which every test uses, is butter). Both run with TMPDIR
+#          on btrfs; prints passed/failed/ignored per test file and fails if any test failed or
+#          if the butter run ran fewer tests than the control.
+#   bench  patch, then builds the replay runner (integration/lighthouse/replay.rs) inside the
+#          checkout: see docs/lighthouse.md §4.
+#
+# Environment (all optional):
+#   LIGHTHOUSE_DEPS   a directory with checkouts of sigp/lmdb-rs (with lmdb-sys/lmdb filled
+#                     in), sigp/libmdbx-rs and sigp/quick-protobuf at the revisions Lighthouse
+#                     pins: they are patched in by path, for machines that cannot reach GitHub.
+#   BUTTER_BTRFS_DIR  an existing directory on btrfs for the tests' TMPDIR; without it the
+#                     script (as root) makes, mounts and finally removes an 8 GiB btrfs image.
+#   CARGO_TARGET_DIR  default LIGHTHOUSE_DIR/target.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOG_TAG=lighthouse.sh
+PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config cmake python3 util-linux mount)
+# shellcheck source=scripts/common.sh
+. "$REPO/scripts/common.sh"
+
+# Lighthouse `stable` (v5.3.0+1, 2024-08-29) with its LMDB, MDBX and redb slasher backends.
+LIGHTHOUSE_COMMIT=2e0eb6d1b8705bbda2ba56eb195d9cc7c6575e95
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+(($# >= 1 && $# <= 2)) || usage
+LH=$(cd "$1" 2>/dev/null && pwd) || die "$1: not a directory"
+ACTION=${2:-test}
+case $ACTION in patch | test | bench) ;; *) usage ;; esac
+[[ -f $LH/slasher/Cargo.toml ]] || die "$LH does not look like a Lighthouse checkout"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$LH/target}
+
+WORK="" LOOP_DEV=""
+cleanup() {
+    local rc=$?
+    set +e
+    if [[ -n $WORK ]]; then
+        unmount_below "$WORK"
+        [[ -n $LOOP_DEV ]] && losetup -d "$LOOP_DEV" 2>/dev/null
+        rm -rf --one-file-system "$WORK"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+check_commit() {
+    local head
+    head=$(git -C "$LH" rev-parse HEAD 2>/dev/null || echo unknown)
+    if [[ $head != "$LIGHTHOUSE_COMMIT" ]]; then
+        log "warning: $LH is at $head, not $LIGHTHOUSE_COMMIT (the commit the glue is written"
+        log "for); the patch step stops if the files it edits have moved"
+    fi
+}
+
+do_patch() {
+    local deps=()
+    if [[ -n ${LIGHTHOUSE_DEPS:-} ]]; then
+        deps=("$(cd "$LIGHTHOUSE_DEPS" && pwd)")
+    fi
+    python3 "$REPO/integration/lighthouse/patch.py" "$LH" "$REPO/adapters" "${deps[@]}"
+}
+
+# Sets TEST_TMP to a fresh directory on btrfs.
+btrfs_tmp() {
+    if [[ -n ${BUTTER_BTRFS_DIR:-} ]]; then
+        [[ $(fs_of "$BUTTER_BTRFS_DIR") == btrfs ]] || die "BUTTER_BTRFS_DIR=$BUTTER_BTRFS_DIR is not on btrfs"
+        WORK=$(mktemp -d "$BUTTER_BTRFS_DIR/lighthouse.XXXXXX")
+        TEST_TMP=$WORK
+        return
+    fi
+    [[ $(id -u) == 0 ]] || die "not root: set BUTTER_BTRFS_DIR to a directory on btrfs"
+    local parent
+    parent=$(pick_real_dir /var/tmp "$CARGO_TARGET_DIR") || die "no real-disk directory for the image"
+    WORK=$(mktemp -d "$parent/lighthouse-btrfs.XXXXXX")
+    truncate -s 8G "$WORK/btrfs.img"
+    mkfs.btrfs -q -f -m single "$WORK/btrfs.img"
+    mkdir "$WORK/mnt"
+    LOOP_DEV=$(losetup -f --show "$WORK/btrfs.img")
+    mount -o noatime "$LOOP_DEV" "$WORK/mnt"
+    chmod 1777 "$WORK/mnt"
+    TEST_TMP=$WORK/mnt
+}
+
+# run_suite FEATURES LABEL: Lighthouse's slasher tests with only FEATURES; prints a per-file
+# table into $SUMMARY and returns cargo's status. Lighthouse leaks each test's environment, so
+# butter's read-only snapshots stay in TMPDIR until the image goes away.
+run_suite() {
+    local features=$1 label=$2 out=$CARGO_TARGET_DIR/lighthouse-tests-$2.log rc
+    mkdir -p "$TEST_TMP/$label"
+    log "Lighthouse slasher tests, features \"$features\" (log: $out)"
+    set +e
+    TMPDIR=$TEST_TMP/$label cargo test --release -p slasher --no-default-features \
+        --features "$features" 2>&1 | tee "$out" | grep -E '^(test result|     Running|   Doc-tests)'
+    rc=${PIPESTATUS[0]}
+    set -e
+    awk -v label="$label" '
+        /^     Running / { file = ($2 == "unittests") ? $3 : $2; sub(/^.*\//, "", file) }
+        /^   Doc-tests / { file = "doc-tests" }
+        /^test result:/ {
+            for (i = 1; i <= NF; i++) {
+                if ($(i) ~ /^passed;?$/) p = $(i-1)
+                if ($(i) ~ /^failed;?$/) f = $(i-1)
+                if ($(i) ~ /^ignored;?$/) g = $(i-1)
+            }
+            printf "%-8s %-24s %6d %6d %7d\n", label, file, p, f, g
+        }' "$out" >>"$SUMMARY"
+    return "$rc"
+}
+
+do_test() {
+    btrfs_tmp
+    SUMMARY=$CARGO_TARGET_DIR/lighthouse-tests.txt
+    mkdir -p "$CARGO_TARGET_DIR"
+    printf '%-8s %-24s %6s %6s %7s\n' backend "test file" passed failed ignored >"$SUMMARY"
+    local failed=0
+    run_suite lmdb lmdb || failed=1
+    run_suite butter butter || failed=1
+    log "Lighthouse $(git -C "$LH" rev-parse --short=10 HEAD 2>/dev/null), slasher tests:"
+    cat "$SUMMARY"
+    local control ours
+    control=$(awk '$1 == "lmdb" { n += $3 } END { print n + 0 }' "$SUMMARY")
+    ours=$(awk '$1 == "butter" { n += $3 } END { print n + 0 }' "$SUMMARY")
+    log "passed: lmdb $control, butter $ours"
+    # Evidence that the butter suite ran on butter: TempDir removes the control's LMDB files,
+    # but not butter_db's read-only generations, which Lighthouse's leaked environments keep.
+    local butter_gens
+    butter_gens=$(find "$TEST_TMP/butter" -maxdepth 4 -name 'gen-*' | wc -l)
+    log "butter_db generations left in the butter suite's TMPDIR: $butter_gens"
+    ((butter_gens > 0)) || die "no butter_db generation in TMPDIR: the suite did not run on butter"
+    # Every file that runs for both must pass the same number of tests (backend.rs is
+    # Lighthouse's LMDB/MDBX override test and compiles only with lmdb).
+    awk '$1 == "lmdb" { want[$2] = $3 } $1 == "butter" { got[$2] = $3 }
+        END { bad = 0
+              for (f in want) if (f != "backend.rs" && got[f] != want[f]) {
+                  printf "%s: lmdb passed %d, butter %d\n", f, want[f], got[f]; bad = 1 }
+              exit bad }' "$SUMMARY" || die "butter did not pass every test the control passed"
+}
+
+do_bench() {
+    local runner=$LH/slasher/examples/butter_replay.rs
+    mkdir -p "$(dirname "$runner")"
+    cp "$REPO/integration/lighthouse/replay.rs" "$runner"
+    log "building the replay runner in $LH (features lmdb,butter)"
+    cargo build --release -p slasher --features lmdb,butter --example butter_replay \
+        --manifest-path "$LH/Cargo.toml"
+    log "runner: $CARGO_TARGET_DIR/release/examples/butter_replay (usage: docs/lighthouse.md §4)"
+}
+
+[[ $(id -u) != 0 ]] || install_packages
+find_cargo
+check_commit
+do_patch
+cd "$LH"
+case $ACTION in
+    patch) ;;
+    test) do_test ;;
+    bench) do_bench ;;
+esac
+log "done"
