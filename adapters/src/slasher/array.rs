@@ -75,14 +75,18 @@ fn raw_bytes_into(cells: &[u16], raw: &mut Vec<u8>) {
     }
 }
 
-/// Parse the inflated bytes of a tile: the element count, then that many cells. Bytes after
-/// them are ignored (as Lighthouse's streaming bincode read does).
-fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
-    let count = raw
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .map(u64::from_le_bytes)
-        .ok_or_else(|| Error::corrupted("tile", "shorter than its cell count"))?;
+/// A bincode read of a tile failed: the stream ended early or is not zlib.
+fn tile_read_error(e: &bincode::Error) -> Error {
+    match &**e {
+        bincode::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Error::corrupted("tile", "truncated cells")
+        }
+        other => Error::corrupted("tile", format!("zlib: {other}")),
+    }
+}
+
+/// A tile's stored cell count must be C·K; checked before any cell is read.
+fn check_cell_count(count: u64, expected: usize) -> Result<usize, Error> {
     if count > expected as u64 {
         return Err(Error::corrupted("tile", "cell count larger than C·K"));
     }
@@ -93,6 +97,18 @@ fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
             found: count,
         });
     }
+    Ok(count)
+}
+
+/// Parse the inflated bytes of a tile: the element count, then that many cells. Bytes after
+/// them are ignored (as Lighthouse's streaming bincode read does).
+fn cells_from_raw(raw: &[u8], expected: usize) -> Result<Vec<u16>, Error> {
+    let count = raw
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| Error::corrupted("tile", "shorter than its cell count"))?;
+    let count = check_cell_count(count, expected)?;
     // The error values are built only on failure: this runs for every tile read.
     let cells = raw
         .get(8..8 + 2 * count)
@@ -223,9 +239,11 @@ pub const TILE_COMPRESSION_LEVEL: i32 = 1;
 /// Lighthouse only ever inflates it), so the choice changes cost and size, never the contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum TileCodecKind {
-    /// What Lighthouse does, cost included: a new flate2 `ZlibEncoder` at
-    /// `Compression::default()` (C zlib, level 6) for every tile written, a new streaming
-    /// `ZlibDecoder` for every tile read. The bytes are the ones Lighthouse would store.
+    /// What Lighthouse does, cost included: bincode, then a new flate2 `ZlibEncoder` at
+    /// `Compression::default()` (C zlib, level 6) for every tile written; for every tile read,
+    /// bincode reading cell by cell from a new streaming `ZlibDecoder` (an inflate call per
+    /// cell, as in Lighthouse's `bincode::deserialize_from`). The bytes are the ones Lighthouse
+    /// would store.
     #[default]
     Lighthouse,
     /// libdeflate at level [`TILE_COMPRESSION_LEVEL`] with state reused across tiles, whole
@@ -296,13 +314,17 @@ impl TileCodec {
     /// # Errors
     /// [`Error::Compression`] on a zlib failure; [`Error::Corrupted`] if bincode fails.
     pub fn encode(&mut self, chunk: &Chunk) -> Result<Vec<u8>, Error> {
-        raw_bytes_into(&chunk.data, &mut self.raw);
         if self.kind == TileCodecKind::Lighthouse {
+            // Lighthouse's write, step for step: bincode of the cells, then a new zlib encoder
+            // at the default level read to the end.
+            let value = bincode::serialize(&chunk.data).map_err(|e| Error::corrupted("tile", e))?;
             let mut encoder =
-                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-            std::io::Write::write_all(&mut encoder, &self.raw).map_err(Error::Compression)?;
-            return encoder.finish().map_err(Error::Compression);
+                flate2::bufread::ZlibEncoder::new(&value[..], flate2::Compression::default());
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut encoder, &mut out).map_err(Error::Compression)?;
+            return Ok(out);
         }
+        raw_bytes_into(&chunk.data, &mut self.raw);
         let mut out = vec![0u8; self.compressor.zlib_compress_bound(self.raw.len())];
         let n = self
             .compressor
@@ -320,18 +342,21 @@ impl TileCodec {
         let expected = config.cells_per_chunk();
         let needed = 8 + 2 * expected;
         if self.kind == TileCodecKind::Lighthouse {
-            // A streaming reader that stops after the tile's bytes, as Lighthouse's bincode
-            // read over its ZlibDecoder does.
-            self.raw.clear();
-            let decoder = flate2::read::ZlibDecoder::new(bytes);
-            std::io::Read::read_to_end(
-                &mut std::io::Read::take(decoder, needed as u64),
-                &mut self.raw,
-            )
-            .map_err(|e| Error::corrupted("tile", format!("zlib: {e}")))?;
-            return Ok(Chunk {
-                data: cells_from_raw(&self.raw, expected)?,
-            });
+            // Lighthouse's read, cost included: bincode pulls the tile out of a streaming
+            // `bufread::ZlibDecoder` a few bytes at a time (an inflate call and an Adler-32
+            // update per cell; most of Lighthouse's cold-start CPU). Unlike Lighthouse, the
+            // count is checked before any cell is read, so a hostile count allocates nothing.
+            let mut decoder = flate2::bufread::ZlibDecoder::new(bytes);
+            let count: u64 =
+                bincode::deserialize_from(&mut decoder).map_err(|e| tile_read_error(&e))?;
+            let count = check_cell_count(count, expected)?;
+            let mut data = Vec::with_capacity(count);
+            for _ in 0..count {
+                let cell: u16 =
+                    bincode::deserialize_from(&mut decoder).map_err(|e| tile_read_error(&e))?;
+                data.push(cell);
+            }
+            return Ok(Chunk { data });
         }
         // Fast path: the whole stream inflates into exactly the bytes a tile needs (or fewer).
         self.raw.clear();
@@ -748,10 +773,33 @@ mod tests {
         raw.extend_from_slice(&[0; 16]);
         let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
         std::io::Write::write_all(&mut e, &raw).unwrap();
-        assert!(Chunk::decode(&e.finish().unwrap(), &config).is_err());
+        let huge = e.finish().unwrap();
+        assert!(Chunk::decode(&huge, &config).is_err());
         for kind in TileCodecKind::ALL {
-            // A codec reused after an error still works.
+            // Each codec refuses the same damage with the same typed error.
             let mut codec = TileCodec::new(kind);
+            assert!(
+                matches!(codec.decode(&huge, &config), Err(Error::Corrupted { reason, .. }) if reason.contains("larger than")),
+                "{kind:?}: huge count"
+            );
+            assert!(
+                matches!(
+                    codec.decode(&enc, &other),
+                    Err(Error::ChunkLengthMismatch {
+                        expected: 16,
+                        found: 8
+                    })
+                ),
+                "{kind:?}: wrong count"
+            );
+            assert!(
+                matches!(
+                    codec.decode(&enc[..enc.len() / 2], &config),
+                    Err(Error::Corrupted { .. })
+                ),
+                "{kind:?}: truncated stream"
+            );
+            // A codec reused after an error still works.
             assert!(codec.decode(b"junk", &config).is_err());
             let encoded = codec.encode(&chunk).unwrap();
             let fresh = TileCodec::new(kind).encode(&chunk).unwrap();
