@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, ensure, Context};
 use clap::Args;
-use sha2::{Digest, Sha256};
 
 use crate::measure::Summary;
+use crate::replay::digest_of_slashings as digest;
 use crate::report::{self, BackendResult, Phase};
 
 /// Arguments of `slasher-bench client-compare`.
@@ -91,21 +91,6 @@ pub fn parse_client_csv(text: &str, path: &Path) -> anyhow::Result<Vec<ClientBat
         });
     }
     Ok(out)
-}
-
-/// The port's digest of a batch's slashings: SHA-256 over the sorted entries (tag byte and SSZ),
-/// each preceded by its length as a little-endian u64; `None` when there are none.
-fn digest(mut entries: Vec<Vec<u8>>) -> Option<String> {
-    if entries.is_empty() {
-        return None;
-    }
-    entries.sort();
-    let mut hasher = Sha256::new();
-    for e in &entries {
-        hasher.update((e.len() as u64).to_le_bytes());
-        hasher.update(e);
-    }
-    Some(hex::encode(hasher.finalize()))
 }
 
 /// One line of the comparison: a phase of one row.

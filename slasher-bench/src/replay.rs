@@ -1114,9 +1114,6 @@ fn slashings_digest(
     attester: &HashSet<AttesterSlashing>,
     proposer: &HashSet<ProposerSlashing>,
 ) -> Option<String> {
-    if attester.is_empty() && proposer.is_empty() {
-        return None;
-    }
     let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(attester.len() + proposer.len());
     for s in attester {
         let mut bytes = vec![b'A'];
@@ -1128,9 +1125,20 @@ fn slashings_digest(
         bytes.extend(s.as_ssz_bytes());
         encoded.push(bytes);
     }
-    encoded.sort();
+    digest_of_slashings(encoded)
+}
+
+/// The digest of one batch's slashings, each given as a tag byte (`A` attester, `P` proposer)
+/// followed by its SSZ: SHA-256 over the sorted entries, each preceded by its length as a
+/// little-endian u64; `None` when there are none. `client-compare` digests Lighthouse's
+/// slashings with it too.
+pub fn digest_of_slashings(mut entries: Vec<Vec<u8>>) -> Option<String> {
+    if entries.is_empty() {
+        return None;
+    }
+    entries.sort();
     let mut hasher = Sha256::new();
-    for e in &encoded {
+    for e in &entries {
         hasher.update((e.len() as u64).to_le_bytes());
         hasher.update(e);
     }
