@@ -20,6 +20,7 @@ use crate::shuffle::{
     SHUFFLE_DESCRIPTION, SLOTS_PER_EPOCH, SYNTHETIC_SEED_RULE,
 };
 use slasher_adapters::slasher::types::IndexedAttestation;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -371,7 +372,8 @@ fn read_block(
             }
         })?;
         let data_slot = att.data.slot;
-        let mut members: Vec<u64> = match &att.committee_bits {
+        // The validators the aggregation bits run over, in bit order.
+        let bit_owners: Cow<[u64]> = match &att.committee_bits {
             None => {
                 let committee_index = att.data.index;
                 let committee = committees.committee(data_slot, committee_index)?;
@@ -385,12 +387,7 @@ fn read_block(
                         committee_size: committee.len(),
                     });
                 }
-                committee
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| beacon_api::bit(&att.aggregation_bits, *i))
-                    .map(|(_, v)| *v)
-                    .collect()
+                Cow::Borrowed(committee)
             }
             // Electra: the bitlist runs over the named committees in ascending order.
             Some(committee_bits) => {
@@ -409,14 +406,15 @@ fn read_block(
                         members: concatenated.len(),
                     });
                 }
-                concatenated
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| beacon_api::bit(&att.aggregation_bits, *i))
-                    .map(|(_, v)| *v)
-                    .collect()
+                Cow::Owned(concatenated)
             }
         };
+        let mut members: Vec<u64> = bit_owners
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| beacon_api::bit(&att.aggregation_bits, *i))
+            .map(|(_, v)| *v)
+            .collect();
         members.sort_unstable();
         let attestation = IndexedAttestation::new(members, att.data.to_data(), att.signature)
             .map_err(|e| ImportError::TooManyIndices {
