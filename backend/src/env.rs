@@ -249,11 +249,6 @@ fn broken_ack_before_snapshot() -> bool {
     cfg!(feature = "failpoints") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
 }
 
-/// A warning about something the engine recovered from or will retry.
-fn log_warning(message: &str) {
-    eprintln!("butter_db: {message}");
-}
-
 fn fail_point(name: &str) {
     #[cfg(feature = "failpoints")]
     {
@@ -586,7 +581,7 @@ impl Env {
         {
             self.unreclaimed.store(0, Ordering::Relaxed);
             if let Err(e) = self.fs.sync(&self.root) {
-                log_warning(&format!("could not ask btrfs to reclaim space: {e}"));
+                log::warn!("could not ask btrfs to reclaim space: {e}");
             }
         }
         first_error.map_or(Ok(()), Err)
@@ -606,14 +601,14 @@ impl Env {
             // Space held by deleted generations comes back only when btrfs's cleaner has
             // processed them: put live/ back to the committed state, let btrfs reclaim, and
             // try once more.
-            log_warning(&format!(
+            log::warn!(
                 "disk full during {op} {}; waiting for deleted generations to be reclaimed, \
                  then retrying the commit once",
                 path.display()
-            ));
+            );
             match self.undo_for_retry(base.generation) {
                 Ok(()) => r = self.commit_inner(writer, base, new_tables, memtables),
-                Err(e) => log_warning(&format!("cannot retry the commit: {e}")),
+                Err(e) => log::warn!("cannot retry the commit: {e}"),
             }
         }
         if r.is_err() {
@@ -659,7 +654,7 @@ impl Env {
         let mut still = 0;
         while still < 5 && Instant::now() < deadline {
             if let Err(e) = self.fs.sync(&self.root) {
-                log_warning(&format!("sync while waiting for free space: {e}"));
+                log::warn!("sync while waiting for free space: {e}");
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
             let now = free();
@@ -737,7 +732,7 @@ impl Env {
             .spawn(move || {
                 // The merge uses only CPU time the slasher leaves idle.
                 if let Err(e) = sys::set_current_thread_idle() {
-                    eprintln!("butter_db: merge thread keeps normal priority: {e}");
+                    log::warn!("merge thread keeps normal priority: {e}");
                 }
                 run_merge(&*fs, &inputs, drop_tombstones, &path, mode)
             });
@@ -753,7 +748,7 @@ impl Env {
             }
             // No thread: the merge is retried after the next commit; until then commits keep
             // the segment count bounded by merging themselves.
-            Err(e) => eprintln!("butter_db: could not start a background merge: {e}"),
+            Err(e) => log::warn!("could not start a background merge: {e}"),
         }
     }
 
@@ -774,11 +769,11 @@ impl Env {
         let merged = match job.handle.join() {
             Ok(Ok(m)) => Some(m),
             Ok(Err(e)) => {
-                eprintln!("butter_db: background merge failed (its inputs stay): {e}");
+                log::error!("background merge failed (its inputs stay): {e}");
                 None
             }
             Err(_) => {
-                eprintln!("butter_db: background merge panicked (its inputs stay)");
+                log::error!("background merge panicked (its inputs stay)");
                 None
             }
         };
@@ -817,7 +812,7 @@ impl Env {
     fn discard_merge_file(&self, path: &Path) {
         if path.exists() {
             if let Err(e) = self.fs.remove_file(path) {
-                eprintln!("butter_db: could not delete {}: {e}", path.display());
+                log::warn!("could not delete {}: {e}", path.display());
             }
         }
     }
@@ -976,7 +971,7 @@ impl Env {
         // Step 7. The commit is durable; a failure to delete an old generation is not a commit
         // failure. It is retried after the next commit and at the next open.
         if let Err(e) = self.collect_garbage() {
-            eprintln!("butter_db: could not delete an old generation (will retry): {e}");
+            log::warn!("could not delete an old generation (will retry): {e}");
         }
         Ok(info)
     }
@@ -1135,15 +1130,15 @@ fn snapshot_when_space_allows(fs: &dyn Fs, root: &Path, src: &Path, live: &Path)
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && Instant::now() < deadline => {
                 if !warned {
                     warned = true;
-                    log_warning(&format!(
+                    log::warn!(
                         "disk full while opening (snapshot {}); waiting up to {} s for btrfs \
                          to reclaim freed space",
                         live.display(),
                         RECLAIM_WAIT.as_secs()
-                    ));
+                    );
                 }
                 if let Err(e) = fs.sync(root) {
-                    log_warning(&format!("sync while waiting for free space: {e}"));
+                    log::warn!("sync while waiting for free space: {e}");
                 }
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }

@@ -241,7 +241,32 @@ fn run_inspect(args: InspectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints warnings and errors that the storage engines report through the `log` facade (for
+/// butter_db: a failed background merge, a generation it could not delete yet, a full disk it
+/// is waiting out) on stderr, one line each, naming the module.
+struct StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            eprintln!("{} {}: {}", record.level(), record.target(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: StderrLogger = StderrLogger;
+
 fn main() -> ExitCode {
+    // Only fails if a logger is already set, which nothing else here does.
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let cli = Cli::parse();
     let backtrace = slasher_bench::errors::backtrace_wanted(cli.backtrace);
     // anyhow captures a backtrace when RUST_LIB_BACKTRACE (else RUST_BACKTRACE) asks; ask for
