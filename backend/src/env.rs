@@ -63,10 +63,23 @@ pub enum Compaction {
     #[default]
     Background,
     /// As `Background`, but every commit first waits for the running merge, so the order of
-    /// filesystem operations is the same in every run (the fault-enumeration tests).
+    /// filesystem operations is the same in every run (the fault-enumeration tests; feature
+    /// `testing` only).
+    #[cfg(feature = "testing")]
     BackgroundWaited,
     /// Every merge runs inside the commit that makes it due (no thread).
     Inline,
+}
+
+impl Compaction {
+    /// Whether every commit waits for the running merge (`BackgroundWaited`).
+    fn waits_for_merges(self) -> bool {
+        #[cfg(feature = "testing")]
+        if self == Compaction::BackgroundWaited {
+            return true;
+        }
+        false
+    }
 }
 
 /// What a successful commit did.
@@ -130,8 +143,9 @@ impl EnvBuilder {
         self
     }
 
-    /// Route every filesystem side effect through `fs` (fault-injection tests).
-    #[doc(hidden)]
+    /// Route every filesystem side effect through `fs` (fault-injection tests; feature
+    /// `testing` only).
+    #[cfg(feature = "testing")]
     pub fn with_fs(mut self, fs: Arc<dyn Fs>) -> Self {
         self.fs = fs;
         self
@@ -168,7 +182,7 @@ pub(crate) struct TableVersion {
 /// State only the writer touches. Guarded by `Env::writer`; held for a `WriteTxn`'s life.
 #[derive(Debug)]
 pub(crate) struct WriterState {
-    /// Test-only broken mode (`BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT`, feature `failpoints`): the
+    /// Test-only broken mode (`BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT`, feature `testing`): the
     /// generation whose snapshot was deferred to the next commit.
     deferred_snapshot: Option<u64>,
     /// The next segment sequence number to hand out (commits and background merges).
@@ -244,13 +258,13 @@ pub struct Env {
 
 /// Test-only: acknowledge commits before their snapshot exists (the snapshot is taken at the
 /// start of the next commit). Deliberately breaks durability so the power-loss and kill tests
-/// can prove they catch a store that acknowledges too early. Only with feature `failpoints`.
+/// can prove they catch a store that acknowledges too early. Only with feature `testing`.
 fn broken_ack_before_snapshot() -> bool {
-    cfg!(feature = "failpoints") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
+    cfg!(feature = "testing") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
 }
 
 fn fail_point(name: &str) {
-    #[cfg(feature = "failpoints")]
+    #[cfg(feature = "testing")]
     {
         if std::env::var("BUTTER_FAILPOINT").is_ok_and(|v| v == name) {
             eprintln!("butter_db: fail point {name} reached, aborting");
@@ -682,7 +696,8 @@ impl Env {
             Compaction::Inline => {
                 tiered_count(acc, segments, free, u64::MAX, MAX_SEGMENTS_PER_TABLE)
             }
-            Compaction::Background | Compaction::BackgroundWaited => tiered_count(
+            // Background, and BackgroundWaited under feature `testing`.
+            _ => tiered_count(
                 acc,
                 segments,
                 free,
@@ -856,7 +871,7 @@ impl Env {
 
         // Step 1 (design.md §3): swap in a finished background merge (already written back).
         if let Some(job) = writer.merge.take() {
-            if self.compaction == Compaction::BackgroundWaited || job.handle.is_finished() {
+            if self.compaction.waits_for_merges() || job.handle.is_finished() {
                 self.install_merge(job, &mut tables, &mut retired, &mut info)?;
             } else {
                 writer.merge = Some(job);

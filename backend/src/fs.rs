@@ -391,7 +391,7 @@ impl Fs for BtrfsFs {
 }
 
 /// Which outcome [`FaultyFs`] fakes for a failing operation.
-#[cfg(any(test, feature = "failpoints"))]
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultTiming {
@@ -404,7 +404,7 @@ pub enum FaultTiming {
 
 /// A fault plan for [`FaultyFs`]: fail operation number `at` (1-based, counting every
 /// side-effecting call), or every operation from `at` on when `sticky` is set.
-#[cfg(any(test, feature = "failpoints"))]
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultPlan {
@@ -421,7 +421,7 @@ pub struct FaultPlan {
 /// Test-only [`Fs`]: [`BtrfsFs`] that counts every side-effecting operation and fails the
 /// planned ones with a chosen `errno`. The fault-enumeration tier sweeps the plan over every
 /// operation of a workload. Thread-safe; the plan can be changed while an environment uses it.
-#[cfg(any(test, feature = "failpoints"))]
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 #[derive(Debug, Default)]
 pub struct FaultyFs {
@@ -429,7 +429,7 @@ pub struct FaultyFs {
     state: std::sync::Mutex<FaultyState>,
 }
 
-#[cfg(any(test, feature = "failpoints"))]
+#[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Default)]
 struct FaultyState {
     plan: Option<FaultPlan>,
@@ -437,7 +437,7 @@ struct FaultyState {
     failed: Vec<(u64, &'static str)>,
 }
 
-#[cfg(any(test, feature = "failpoints"))]
+#[cfg(any(test, feature = "testing"))]
 impl FaultyFs {
     /// A wrapper that fails nothing until [`FaultyFs::set_plan`] is called.
     pub fn new() -> Self {
@@ -500,7 +500,7 @@ impl FaultyFs {
     }
 }
 
-#[cfg(any(test, feature = "failpoints"))]
+#[cfg(any(test, feature = "testing"))]
 impl Fs for FaultyFs {
     fn create_subvolume(&self, path: &Path) -> io::Result<()> {
         self.run("create_subvolume", || self.inner.create_subvolume(path))
