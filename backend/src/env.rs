@@ -205,7 +205,8 @@ struct MergeJob {
 impl MergeJob {
     /// Where the merge's inputs start in `segments`, if they are still there as one run.
     fn position_in(&self, segments: &[Arc<Segment>]) -> Option<usize> {
-        let at = segments.iter().position(|s| s.seq == self.inputs[0])?;
+        let first = *self.inputs.first()?;
+        let at = segments.iter().position(|s| s.seq == first)?;
         let run = segments.get(at..at + self.inputs.len())?;
         run.iter()
             .zip(&self.inputs)
@@ -713,27 +714,31 @@ impl Env {
         if self.compaction == Compaction::Inline {
             return;
         }
-        let mut best: Option<(usize, usize)> = None;
+        // (table index, segments to merge, the table's segment count)
+        let mut best: Option<(usize, usize, usize)> = None;
         for (i, t) in version.tables.iter().enumerate() {
-            let Some(first) = t.segments.first() else {
+            let Some((first, rest)) = t.segments.split_first() else {
                 continue;
             };
             let (n, _) = tiered_count(
                 first.file_len,
-                &t.segments[1..],
-                t.segments.len() - 1,
+                rest,
+                rest.len(),
                 u64::MAX,
                 MAX_SEGMENTS_PER_TABLE,
             );
-            if n >= 1
-                && best.is_none_or(|(b, _)| t.segments.len() > version.tables[b].segments.len())
-            {
-                best = Some((i, n + 1));
+            if n >= 1 && best.is_none_or(|(_, _, len)| t.segments.len() > len) {
+                best = Some((i, n + 1, t.segments.len()));
             }
         }
-        let Some((table, n)) = best else { return };
-        let segments = &version.tables[table].segments;
-        let inputs: Vec<Arc<Segment>> = segments[..n].to_vec();
+        let Some((table, n, _)) = best else { return };
+        let Some(segments) = version.tables.get(table).map(|t| &t.segments) else {
+            return;
+        };
+        let Some(inputs) = segments.get(..n) else {
+            return;
+        };
+        let inputs: Vec<Arc<Segment>> = inputs.to_vec();
         // Later commits only add newer segments, so a run that ends at the oldest still does.
         let drop_tombstones = n == segments.len();
         let seq = writer.next_seq;
@@ -1011,7 +1016,7 @@ fn tiered_count(
     max_segments: usize,
 ) -> (usize, u64) {
     let mut n = 0;
-    for s in &segments[..free] {
+    for s in segments.iter().take(free) {
         let too_many = segments.len() - n >= max_segments;
         let due = acc * MERGE_RATIO >= s.file_len && acc + s.file_len <= budget;
         if !(due || too_many) {

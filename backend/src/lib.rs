@@ -15,7 +15,11 @@
 //!   inside it.
 //! - A long-lived [`ReadTxn`] pins its generation's segments (and keeps their disk space).
 //! - No network filesystems.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+// Library code returns errors instead of panicking on bytes it reads or indexes it computes; a
+// local `#[expect(.., reason = ..)]` marks the few places whose bounds hold by construction.
+// Tests may unwrap and index freely.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 mod cache;
 mod env;

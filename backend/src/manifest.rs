@@ -91,7 +91,8 @@ impl Manifest {
         }
         let body_len = bytes.len() - 4;
         let stored = le_u32(bytes, body_len).ok_or_else(|| bad("no checksum"))?;
-        let got = crc32fast::hash(&bytes[..body_len]);
+        let body = bytes.get(..body_len).ok_or_else(|| bad("no checksum"))?;
+        let got = crc32fast::hash(body);
         if stored != got {
             return Err(Error::ChecksumMismatch {
                 path: path.into(),
@@ -108,7 +109,6 @@ impl Manifest {
                 supported: FORMAT_VERSION,
             });
         }
-        let body = &bytes[..body_len];
         let table_format = le_u32(body, TABLE_FORMAT_OFFSET).ok_or_else(|| bad("header"))?;
         let generation = le_u64(body, GENERATION_OFFSET).ok_or_else(|| bad("header"))?;
         let next_seq = le_u64(body, NEXT_SEQ_OFFSET).ok_or_else(|| bad("header"))?;

@@ -26,7 +26,9 @@ impl From<&[u8]> for MemKey {
     fn from(key: &[u8]) -> MemKey {
         if key.len() <= INLINE {
             let mut bytes = [0u8; INLINE];
-            bytes[..key.len()].copy_from_slice(key);
+            for (dst, src) in bytes.iter_mut().zip(key) {
+                *dst = *src;
+            }
             MemKey::Inline {
                 len: key.len() as u8,
                 bytes,

@@ -98,8 +98,9 @@ pub(crate) struct Block {
 /// and a key that is a prefix of another sorts first); equal prefixes need a full compare.
 pub(crate) fn key_prefix(key: &[u8]) -> u64 {
     let mut w = [0u8; 8];
-    let n = key.len().min(8);
-    w[..n].copy_from_slice(&key[..n]);
+    for (dst, src) in w.iter_mut().zip(key) {
+        *dst = *src;
+    }
     u64::from_be_bytes(w)
 }
 
@@ -122,7 +123,7 @@ impl Block {
             return Err(bad("shorter than its trailer"));
         }
         let stored = le_u32(&data, len - 4).ok_or_else(|| bad("no crc"))?;
-        let got = crc32fast::hash(&data[..len - 4]);
+        let got = crc32fast::hash(data.get(..len - 4).ok_or_else(|| bad("no crc"))?);
         if stored != got {
             return Err(Error::ChecksumMismatch {
                 path: path.into(),
@@ -667,6 +668,10 @@ impl SegmentBuilder {
         Ok(())
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "block_start is a past length of buf, and buf only grows"
+    )]
     fn finish_block(&mut self) {
         if self.offsets.is_empty() {
             return;
@@ -696,25 +701,25 @@ impl SegmentBuilder {
     pub(crate) fn finish(mut self) -> (Vec<u8>, Vec<Arc<Block>>) {
         self.finish_block();
         let index_offset = self.buf.len() as u64;
+        let mut index = Vec::new();
         for (offset, len, first_key) in &self.index {
-            self.buf.extend_from_slice(&offset.to_le_bytes());
-            self.buf.extend_from_slice(&len.to_le_bytes());
-            self.buf
-                .extend_from_slice(&(first_key.len() as u16).to_le_bytes());
-            self.buf.extend_from_slice(first_key);
+            index.extend_from_slice(&offset.to_le_bytes());
+            index.extend_from_slice(&len.to_le_bytes());
+            index.extend_from_slice(&(first_key.len() as u16).to_le_bytes());
+            index.extend_from_slice(first_key);
         }
-        let index_len = (self.buf.len() as u64 - index_offset) as u32;
-        let index_crc = crc32fast::hash(&self.buf[index_offset as usize..]);
-        let footer_start = self.buf.len();
-        self.buf.extend_from_slice(MAGIC);
-        self.buf.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
-        self.buf
-            .extend_from_slice(&(self.index.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&self.entries.to_le_bytes());
-        self.buf.extend_from_slice(&index_offset.to_le_bytes());
-        self.buf.extend_from_slice(&index_len.to_le_bytes());
-        self.buf.extend_from_slice(&index_crc.to_le_bytes());
-        let crc = crc32fast::hash(&self.buf[footer_start..]);
+        let index_crc = crc32fast::hash(&index);
+        self.buf.extend_from_slice(&index);
+        let mut footer = Vec::with_capacity(FOOTER_LEN);
+        footer.extend_from_slice(MAGIC);
+        footer.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
+        footer.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        footer.extend_from_slice(&self.entries.to_le_bytes());
+        footer.extend_from_slice(&index_offset.to_le_bytes());
+        footer.extend_from_slice(&(index.len() as u32).to_le_bytes());
+        footer.extend_from_slice(&index_crc.to_le_bytes());
+        let crc = crc32fast::hash(&footer);
+        self.buf.extend_from_slice(&footer);
         self.buf.extend_from_slice(&crc.to_le_bytes());
         (self.buf, self.blocks)
     }

@@ -100,8 +100,10 @@ impl btrfs_ioctl_vol_args {
             fd: 0,
             name: [0; BTRFS_PATH_NAME_MAX + 1],
         };
-        // The length was checked above; the rest of the array stays NUL.
-        args.name[..bytes.len()].copy_from_slice(bytes);
+        // The length was checked above (at most the array's length - 1): the rest stays NUL.
+        for (dst, src) in args.name.iter_mut().zip(bytes) {
+            *dst = *src;
+        }
         Ok(args)
     }
 }
@@ -116,8 +118,10 @@ impl btrfs_ioctl_vol_args_v2 {
             unused: [0; 4],
             name: [0; SUBVOL_NAME_MAX + 1],
         };
-        // The length was checked above; the rest of the array stays NUL.
-        args.name[..bytes.len()].copy_from_slice(bytes);
+        // The length was checked above (at most the array's length - 1): the rest stays NUL.
+        for (dst, src) in args.name.iter_mut().zip(bytes) {
+            *dst = *src;
+        }
         Ok(args)
     }
 }
