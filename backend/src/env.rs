@@ -612,14 +612,13 @@ impl Env {
         memtables: &[Memtable],
     ) -> Result<CommitInfo> {
         let mut r = self.commit_inner(writer, base, new_tables, memtables);
-        if let Err(Error::DiskFull { op, path }) = &r {
+        if let Some(e) = r.as_ref().err().filter(|e| e.is_disk_full()) {
             // Space held by deleted generations comes back only when btrfs's cleaner has
             // processed them: put live/ back to the committed state, let btrfs reclaim, and
-            // try once more.
+            // try once more. (Not if the snapshot exists: undo_for_retry refuses.)
             log::warn!(
-                "disk full during {op} {}; waiting for deleted generations to be reclaimed, \
-                 then retrying the commit once",
-                path.display()
+                "{e}; waiting for deleted generations to be reclaimed, then retrying the \
+                 commit once"
             );
             match self.undo_for_retry(base.generation) {
                 Ok(()) => r = self.commit_inner(writer, base, new_tables, memtables),
@@ -974,7 +973,10 @@ impl Env {
         }
         self.fs
             .snapshot(&self.live, &gen_dir, true)
-            .map_err(|e| Error::io("snapshot", &gen_dir, e))?;
+            .map_err(|e| Error::CommitOutcomeUnknown {
+                generation,
+                source: Box::new(Error::io("snapshot", &gen_dir, e)),
+            })?;
         info.snapshot_us = snap_started.elapsed().as_micros() as u64;
         fail_point("commit::after_snapshot");
 

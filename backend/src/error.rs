@@ -112,6 +112,21 @@ pub enum Error {
     /// A value too long for the format (4 GiB - 1 bytes at most).
     #[error("value of {0} bytes is longer than the maximum of 4294967294")]
     ValueTooLong(usize),
+    /// A commit failed at its commit point: the snapshot ioctl that makes a generation durable
+    /// reported an error, and it can do so after the snapshot exists. The transaction may or
+    /// may not be durable; reopening the environment opens the newest generation and so
+    /// settles it. Every other error from [`crate::WriteTxn::commit`] means "not committed".
+    #[error(
+        "the commit of generation {generation} failed at its commit point and may or may not \
+         be durable (reopen to find out): {source}"
+    )]
+    CommitOutcomeUnknown {
+        /// The generation the commit was creating.
+        generation: u64,
+        /// What the snapshot ioctl reported.
+        #[source]
+        source: Box<Error>,
+    },
     /// A previous commit failed; writes are refused until the environment is reopened.
     #[error("environment is poisoned by an earlier failed commit; reopen it")]
     Poisoned,
@@ -143,6 +158,16 @@ impl Error {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull { op, path },
             Some(libc::EACCES) | Some(libc::EPERM) => Error::PermissionDenied { op, path, source },
             _ => Error::Io { op, path, source },
+        }
+    }
+
+    /// Whether this is [`Error::DiskFull`], itself or as the cause of
+    /// [`Error::CommitOutcomeUnknown`].
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::DiskFull { .. } => true,
+            Error::CommitOutcomeUnknown { source, .. } => source.is_disk_full(),
+            _ => false,
         }
     }
 

@@ -275,9 +275,16 @@ impl<'env> WriteTxn<'env> {
     /// Make every write of this transaction durable and visible, atomically.
     ///
     /// # Errors
-    /// On any error nothing of this transaction is committed, unless the error came after
-    /// the snapshot ioctl returned (it cannot: later steps only log failures). The environment
-    /// is poisoned and refuses writes until reopened.
+    /// - [`Error::CommitOutcomeUnknown`]: the commit point itself (the snapshot ioctl that
+    ///   makes the generation durable) reported an error. The kernel can report one after the
+    ///   snapshot exists, so this transaction may be durable. Reopen the environment: it opens
+    ///   the newest generation, which holds this transaction or the previous commit, never a
+    ///   part of it.
+    /// - Any other error: nothing of this transaction is committed; the database holds the
+    ///   previous commit. (Steps after the commit point only log their failures.)
+    ///
+    /// After any error the environment is poisoned: reads still see the previous commit, and
+    /// writes are refused with [`Error::Poisoned`] until it is reopened.
     pub fn commit(mut self) -> Result<CommitInfo> {
         self.env.commit(
             &mut self.writer,
