@@ -1,0 +1,348 @@
+//! The commit protocol of design.md §3, one method per numbered step, and the disk-full retry.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::manifest::{Manifest, SegmentMeta, TableMeta};
+use crate::memtable::Memtable;
+use crate::root::{self, gen_name, Kind};
+use crate::segment::{self, Segment, SegmentBuilder};
+
+use super::compaction;
+use super::merge::merge_into;
+use super::{
+    broken_ack_before_snapshot, fail_point, CommitInfo, Env, TableVersion, Version, WriterState,
+    MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
+};
+
+const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
+
+/// What steps 1–4 have made of the transaction so far.
+struct Draft {
+    generation: u64,
+    tables: Vec<TableVersion>,
+    /// Segments merged away: unlinked from live/ in step 4, evicted from the cache in step 6.
+    retired: Vec<Arc<Segment>>,
+    info: CommitInfo,
+}
+
+impl Env {
+    /// Commit a write transaction's memtables. Called by `WriteTxn::commit` with the writer
+    /// lock held. Any error poisons the environment.
+    pub(crate) fn commit(
+        &self,
+        writer: &mut WriterState,
+        base: &Version,
+        new_tables: &[String],
+        memtables: &[Memtable],
+    ) -> Result<CommitInfo> {
+        let mut r = self.commit_once(writer, base, new_tables, memtables);
+        if let Some(e) = r.as_ref().err().filter(|e| e.is_disk_full()) {
+            // Space held by deleted generations comes back only when btrfs's cleaner has
+            // processed them: put live/ back to the committed state, let btrfs reclaim, and
+            // try once more. (Not if the snapshot exists: undo_for_retry refuses.)
+            log::warn!(
+                "{e}; waiting for deleted generations to be reclaimed, then retrying the \
+                 commit once"
+            );
+            match self.undo_for_retry(base.generation) {
+                Ok(()) => r = self.commit_once(writer, base, new_tables, memtables),
+                Err(e) => log::warn!("cannot retry the commit: {e}"),
+            }
+        }
+        if r.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    /// One attempt at the commit: the steps of design.md §3 in order.
+    fn commit_once(
+        &self,
+        writer: &mut WriterState,
+        base: &Version,
+        new_tables: &[String],
+        memtables: &[Memtable],
+    ) -> Result<CommitInfo> {
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        if new_tables.is_empty() && memtables.iter().all(|m| m.is_empty()) {
+            // Nothing to publish: the committed state is already durable.
+            return Ok(CommitInfo {
+                generation: base.generation,
+                ..CommitInfo::default()
+            });
+        }
+        if let Some(g) = writer.deferred_snapshot.take() {
+            let dir = self.root.join(gen_name(g));
+            self.fs
+                .snapshot(&self.live, &dir, true)
+                .map_err(|e| Error::io("snapshot", &dir, e))?;
+        }
+        let started = Instant::now();
+        let generation = base.generation + 1;
+        let mut tables: Vec<TableVersion> = base.tables.clone();
+        tables.extend(new_tables.iter().map(|n| TableVersion {
+            name: n.clone(),
+            segments: vec![],
+        }));
+        let mut draft = Draft {
+            generation,
+            tables,
+            retired: Vec::new(),
+            info: CommitInfo {
+                generation,
+                ..CommitInfo::default()
+            },
+        };
+        self.step1_install_merge(writer, &mut draft)?;
+        self.step2_write_segments(writer, &mut draft, memtables)?;
+        fail_point("commit::after_segments");
+        self.step3_write_manifest(writer, &mut draft)?;
+        self.step4_unlink_retired(&draft)?;
+        fail_point("commit::before_snapshot");
+        draft.info.write_us = started.elapsed().as_micros() as u64;
+        if broken_ack_before_snapshot() {
+            writer.deferred_snapshot = Some(generation);
+            *self.current.write() = Arc::new(Version {
+                generation,
+                tables: draft.tables,
+            });
+            return Ok(draft.info);
+        }
+        self.step5_snapshot(&mut draft)?;
+        fail_point("commit::after_snapshot");
+        let info = self.step6_publish(writer, base, draft);
+        // Step 7. The commit is durable; a failure to delete an old generation is not a commit
+        // failure. It is retried after the next commit and at the next open.
+        if let Err(e) = self.collect_garbage() {
+            log::warn!("could not delete an old generation (will retry): {e}");
+        }
+        Ok(info)
+    }
+
+    /// Step 1: swap in a finished background merge (already written back). With
+    /// `Compaction::BackgroundWaited` a running merge is waited for.
+    fn step1_install_merge(&self, writer: &mut WriterState, draft: &mut Draft) -> Result<()> {
+        if let Some(job) = writer.merge.take() {
+            if self.compaction.waits_for_merges() || job.handle.is_finished() {
+                self.install_merge(job, &mut draft.tables, &mut draft.retired, &mut draft.info)?;
+            } else {
+                writer.merge = Some(job);
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2: write each changed table's memtable (merged with some of its newest segments)
+    /// as one new segment file in live/, then wait for the new files' write-back (started as
+    /// each was written), so a write error fails this commit instead of vanishing inside the
+    /// snapshot.
+    fn step2_write_segments(
+        &self,
+        writer: &mut WriterState,
+        draft: &mut Draft,
+        memtables: &[Memtable],
+    ) -> Result<()> {
+        let mut written: Vec<PathBuf> = Vec::new();
+        for (i, (table, mem)) in draft.tables.iter_mut().zip(memtables).enumerate() {
+            if mem.is_empty() {
+                continue;
+            }
+            // Segments a running background merge reads are not merged here.
+            let free = match &writer.merge {
+                Some(job) if job.table == i => job.position_in(&table.segments),
+                _ => None,
+            }
+            .unwrap_or(table.segments.len());
+            let lens = compaction::file_lens(&table.segments);
+            let (merge, estimate) = compaction::commit_merge_count(
+                self.compaction,
+                compaction::memtable_bytes(mem),
+                &lens,
+                free,
+            );
+            let drop_tombstones = merge == table.segments.len();
+            let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
+            let mut builder = SegmentBuilder::with_capacity(estimate);
+            merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
+            draft.retired.extend(inputs);
+            if builder.entries() == 0 {
+                continue;
+            }
+            let seq = writer.next_seq;
+            writer.next_seq += 1;
+            let entries = builder.entries();
+            let (bytes, blocks) = builder.finish();
+            let path = self.live.join(segment::file_name(seq));
+            self.fs
+                .write_new_file_nowait(&path, &bytes, self.file_mode)
+                .map_err(|e| Error::io("write", &path, e))?;
+            written.push(path.clone());
+            draft.info.segments_written += 1;
+            draft.info.bytes_written += bytes.len() as u64;
+            for (i, b) in blocks.into_iter().enumerate() {
+                self.cache.insert(seq, i, b);
+            }
+            let seg = Segment::open(path, seq, bytes.len() as u64, entries, self.cache.clone())?;
+            table.segments.insert(0, Arc::new(seg));
+        }
+        for path in &written {
+            self.fs
+                .write_back(path)
+                .map_err(|e| Error::io("write back", path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Step 3: the new manifest, written beside the old one and renamed over it.
+    fn step3_write_manifest(&self, writer: &WriterState, draft: &mut Draft) -> Result<()> {
+        let manifest = Manifest {
+            table_format: SEGMENT_TABLE_FORMAT,
+            generation: draft.generation,
+            next_seq: writer.next_seq,
+            tables: draft
+                .tables
+                .iter()
+                .map(|t| TableMeta {
+                    name: t.name.clone(),
+                    segments: t
+                        .segments
+                        .iter()
+                        .map(|s| SegmentMeta {
+                            seq: s.seq,
+                            file_len: s.file_len,
+                            entries: s.entries,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        };
+        draft.info.bytes_written +=
+            write_manifest(&*self.fs, &self.live, &manifest, self.file_mode)?;
+        Ok(())
+    }
+
+    /// Step 4: unlink merged-away segments from live/ (older generations keep them).
+    fn step4_unlink_retired(&self, draft: &Draft) -> Result<()> {
+        for s in &draft.retired {
+            let path = self.live.join(segment::file_name(s.seq));
+            self.fs
+                .remove_file(&path)
+                .map_err(|e| Error::io("unlink", &path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Step 5, the commit point: the read-only snapshot of live/ flushes it and commits the
+    /// btrfs transaction before it returns. Its error is `CommitOutcomeUnknown`: the kernel
+    /// can report one after the snapshot exists.
+    fn step5_snapshot(&self, draft: &mut Draft) -> Result<()> {
+        let snap_started = Instant::now();
+        let generation = draft.generation;
+        let gen_dir = self.root.join(gen_name(generation));
+        self.fs
+            .snapshot(&self.live, &gen_dir, true)
+            .map_err(|e| Error::CommitOutcomeUnknown {
+                generation,
+                source: Box::new(Error::io("snapshot", &gen_dir, e)),
+            })?;
+        draft.info.snapshot_us = snap_started.elapsed().as_micros() as u64;
+        Ok(())
+    }
+
+    /// Step 6: publish the new version in memory, evict merged-away segments from the cache,
+    /// and start the next background merge if one is due. Cannot fail.
+    fn step6_publish(&self, writer: &mut WriterState, base: &Version, draft: Draft) -> CommitInfo {
+        let version = Arc::new(Version {
+            generation: draft.generation,
+            tables: draft.tables,
+        });
+        *self.current.write() = version.clone();
+        self.old_generations.lock().push(base.generation);
+        for s in &draft.retired {
+            self.cache.evict_segment(s.seq, s.block_count());
+        }
+        if writer.merge.is_none() {
+            self.start_merge(writer, &version);
+        }
+        draft.info
+    }
+
+    /// After a commit failed before its snapshot: discard what it wrote (`live/` becomes a
+    /// writable snapshot of gen-`base` again, as at open) and wait for btrfs to reclaim the
+    /// generations deleted so far. Refuses if gen-(`base`+1) exists (the commit may have
+    /// taken effect).
+    fn undo_for_retry(&self, base: u64) -> Result<()> {
+        let next = self.root.join(gen_name(base + 1));
+        if root::check_kind(&next, Kind::Subvolume)? {
+            return Err(Error::foreign(
+                &next,
+                "the failed commit's snapshot exists; not retrying",
+            ));
+        }
+        self.fs
+            .delete_subvolume(&self.live)
+            .map_err(|e| Error::io("delete subvolume", &self.live, e))?;
+        let base_dir = self.root.join(gen_name(base));
+        self.fs
+            .snapshot(&base_dir, &self.live, false)
+            .map_err(|e| Error::io("snapshot", &self.live, e))?;
+        self.wait_for_reclaim();
+        Ok(())
+    }
+
+    /// Asks btrfs to commit its transaction, which also wakes the cleaner that frees deleted
+    /// subvolumes, and repeats until the free space stops growing (five polls 100 ms apart
+    /// without growth), for at most RECLAIM_WAIT.
+    fn wait_for_reclaim(&self) {
+        let deadline = Instant::now() + RECLAIM_WAIT;
+        let free = || {
+            nix::sys::statvfs::statvfs(&self.root)
+                .map(|s| s.blocks_available() * s.fragment_size())
+                .unwrap_or(0)
+        };
+        let mut best = free();
+        let mut still = 0;
+        while still < 5 && Instant::now() < deadline {
+            if let Err(e) = self.fs.sync(&self.root) {
+                log::warn!("sync while waiting for free space: {e}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let now = free();
+            if now > best {
+                best = now;
+                still = 0;
+            } else {
+                still += 1;
+            }
+        }
+        self.unreclaimed.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Write `live/MANIFEST` by writing a temporary file and renaming it into place.
+pub(super) fn write_manifest(
+    fs: &dyn Fs,
+    live: &Path,
+    manifest: &Manifest,
+    mode: u32,
+) -> Result<u64> {
+    let tmp = live.join(MANIFEST_TMP_FILE);
+    let dst = live.join(MANIFEST_FILE);
+    if tmp.exists() {
+        fs.remove_file(&tmp)
+            .map_err(|e| Error::io("unlink", &tmp, e))?;
+    }
+    let bytes = manifest.encode();
+    fs.write_new_file(&tmp, &bytes, mode)
+        .map_err(|e| Error::io("write", &tmp, e))?;
+    fs.rename(&tmp, &dst)
+        .map_err(|e| Error::io("rename", &dst, e))?;
+    Ok(bytes.len() as u64)
+}

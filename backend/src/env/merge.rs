@@ -1,0 +1,268 @@
+//! Background merges (design.md §3.1): starting one when the policy says it is due, the
+//! worker that writes it to `compact/`, and swapping its result in at the next commit (step 1);
+//! and the k-way merge that commits and merges share.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::memtable::Memtable;
+use crate::segment::{self, Block, Segment, SegmentBuilder};
+use crate::sys;
+
+use super::compaction;
+use super::{fail_point, CommitInfo, Compaction, Env, TableVersion, Version, WriterState};
+
+/// A background merge of a contiguous run of one table's segments into `compact/<seq>.seg`.
+#[derive(Debug)]
+pub(super) struct MergeJob {
+    pub(super) table: usize,
+    /// The merged segments' sequence numbers, newest first.
+    inputs: Vec<u64>,
+    seq: u64,
+    pub(super) work_path: PathBuf,
+    pub(super) handle: JoinHandle<Result<Merged>>,
+}
+
+impl MergeJob {
+    /// Where the merge's inputs start in `segments`, if they are still there as one run.
+    pub(super) fn position_in(&self, segments: &[Arc<Segment>]) -> Option<usize> {
+        let first = *self.inputs.first()?;
+        let at = segments.iter().position(|s| s.seq == first)?;
+        let run = segments.get(at..at + self.inputs.len())?;
+        run.iter()
+            .zip(&self.inputs)
+            .all(|(s, &seq)| s.seq == seq)
+            .then_some(at)
+    }
+}
+
+/// What a finished background merge produced.
+#[derive(Debug)]
+pub(super) struct Merged {
+    /// 0 when nothing survived (only tombstones): no file was written.
+    entries: u64,
+    file_len: u64,
+    blocks: Vec<Arc<Block>>,
+}
+
+impl Env {
+    /// Start a background merge if one is due: in the table with the most segments among
+    /// those where the tiered rule merges at least two. Called by a commit, after publishing.
+    pub(super) fn start_merge(&self, writer: &mut WriterState, version: &Version) {
+        if self.compaction == Compaction::Inline {
+            return;
+        }
+        let lens: Vec<Vec<u64>> = version
+            .tables
+            .iter()
+            .map(|t| compaction::file_lens(&t.segments))
+            .collect();
+        let Some((table, n)) = compaction::next_background_merge(&lens) else {
+            return;
+        };
+        let Some(segments) = version.tables.get(table).map(|t| &t.segments) else {
+            return;
+        };
+        let Some(inputs) = segments.get(..n) else {
+            return;
+        };
+        let inputs: Vec<Arc<Segment>> = inputs.to_vec();
+        // Later commits only add newer segments, so a run that ends at the oldest still does.
+        let drop_tombstones = n == segments.len();
+        let seq = writer.next_seq;
+        writer.next_seq += 1;
+        let work_path = self.compact.join(segment::file_name(seq));
+        let fs = self.fs.clone();
+        let mode = self.file_mode;
+        let (path, seqs) = (work_path.clone(), inputs.iter().map(|s| s.seq).collect());
+        let spawned = std::thread::Builder::new()
+            .name("butter-merge".into())
+            .spawn(move || {
+                // The merge uses only CPU time the slasher leaves idle.
+                if let Err(e) = sys::set_current_thread_idle() {
+                    log::warn!("merge thread keeps normal priority: {e}");
+                }
+                run_merge(&*fs, &inputs, drop_tombstones, &path, mode)
+            });
+        match spawned {
+            Ok(handle) => {
+                writer.merge = Some(MergeJob {
+                    table,
+                    inputs: seqs,
+                    seq,
+                    work_path,
+                    handle,
+                });
+            }
+            // No thread: the merge is retried after the next commit; until then commits keep
+            // the segment count bounded by merging themselves.
+            Err(e) => log::warn!("could not start a background merge: {e}"),
+        }
+    }
+
+    /// Swap a finished background merge into `tables` (step 1 of the commit): clone its file
+    /// into `live/` and replace its inputs with it. A merge that failed, or whose inputs are
+    /// no longer the table's segments (cannot happen while commits leave them alone), is
+    /// dropped: the data is still in its inputs. Only the clone and opening it can fail the
+    /// commit.
+    pub(super) fn install_merge(
+        &self,
+        job: MergeJob,
+        tables: &mut [TableVersion],
+        retired: &mut Vec<Arc<Segment>>,
+        info: &mut CommitInfo,
+    ) -> Result<()> {
+        let segments = tables.get_mut(job.table).map(|t| &mut t.segments);
+        let place = segments.as_ref().and_then(|segs| job.position_in(segs));
+        let merged = match job.handle.join() {
+            Ok(Ok(m)) => Some(m),
+            Ok(Err(e)) => {
+                log::error!("background merge failed (its inputs stay): {e}");
+                None
+            }
+            Err(_) => {
+                log::error!("background merge panicked (its inputs stay)");
+                None
+            }
+        };
+        let (Some(merged), Some(segments), Some(at)) = (merged, segments, place) else {
+            self.discard_merge_file(&job.work_path);
+            return Ok(());
+        };
+        let mut replacement = Vec::new();
+        if merged.entries > 0 {
+            let path = self.live.join(segment::file_name(job.seq));
+            self.fs
+                .clone_file(&job.work_path, &path, self.file_mode)
+                .map_err(|e| Error::io("clone", &path, e))?;
+            fail_point("commit::after_clone");
+            self.discard_merge_file(&job.work_path);
+            for (i, b) in merged.blocks.into_iter().enumerate() {
+                self.cache.insert(job.seq, i, b);
+            }
+            let seg = Segment::open(
+                path,
+                job.seq,
+                merged.file_len,
+                merged.entries,
+                self.cache.clone(),
+            )?;
+            replacement.push(Arc::new(seg));
+        }
+        retired.extend(segments.splice(at..at + job.inputs.len(), replacement));
+        info.merges_installed += 1;
+        info.merged_bytes += merged.file_len;
+        Ok(())
+    }
+
+    /// Delete a background merge's file from `compact/` if it is there. Best effort: open
+    /// deletes anything left in `compact/`.
+    pub(super) fn discard_merge_file(&self, path: &Path) {
+        if path.exists() {
+            if let Err(e) = self.fs.remove_file(path) {
+                log::warn!("could not delete {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+/// A background merge: merge `inputs` (newest first) and write the result to `path`, waiting
+/// for its write-back so that a write error is reported here and the commit that swaps it in
+/// has nothing left to wait for.
+fn run_merge(
+    fs: &dyn Fs,
+    inputs: &[Arc<Segment>],
+    drop_tombstones: bool,
+    path: &Path,
+    mode: u32,
+) -> Result<Merged> {
+    let estimate = inputs.iter().map(|s| s.file_len).sum();
+    let mut builder = SegmentBuilder::with_capacity(estimate);
+    merge_into(&mut builder, &Memtable::new(), inputs, drop_tombstones)?;
+    let entries = builder.entries();
+    if entries == 0 {
+        return Ok(Merged {
+            entries,
+            file_len: 0,
+            blocks: Vec::new(),
+        });
+    }
+    let (bytes, blocks) = builder.finish();
+    fs.write_new_file_nowait(path, &bytes, mode)
+        .map_err(|e| Error::io("write", path, e))?;
+    fs.write_back(path)
+        .map_err(|e| Error::io("write back", path, e))?;
+    fail_point("merge::after_write");
+    Ok(Merged {
+        entries,
+        file_len: bytes.len() as u64,
+        blocks,
+    })
+}
+
+/// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
+pub(super) fn merge_into(
+    builder: &mut SegmentBuilder,
+    mem: &Memtable,
+    inputs: &[Arc<Segment>],
+    drop_tombstones: bool,
+) -> Result<()> {
+    if inputs.is_empty() {
+        // Only the memtable (a new table, or one whose segments are all larger): its entries
+        // are already in order and unique.
+        for (k, v) in mem {
+            if v.is_some() || !drop_tombstones {
+                builder.add(k, v)?;
+            }
+        }
+        return Ok(());
+    }
+    let mut mem_it = mem.iter().peekable();
+    let mut its: Vec<_> = inputs.iter().map(|s| s.iter()).collect();
+    let mut key = Vec::new();
+    loop {
+        // The smallest head key; on ties the newest source (memtable, then segments in
+        // order) wins.
+        key.clear();
+        let mut winner: Option<usize> = None;
+        if let Some((k, _)) = mem_it.peek() {
+            key.extend_from_slice(k);
+            winner = Some(0);
+        }
+        for (j, it) in its.iter_mut().enumerate() {
+            if let Some((k, _)) = it.peek()? {
+                if winner.is_none() || k < key.as_slice() {
+                    key.clear();
+                    key.extend_from_slice(k);
+                    winner = Some(j + 1);
+                }
+            }
+        }
+        let Some(w) = winner else { break };
+        if w == 0 {
+            if let Some((_, v)) = mem_it.next() {
+                if v.is_some() || !drop_tombstones {
+                    builder.add(&key, v)?;
+                }
+            }
+        }
+        for (j, it) in its.iter_mut().enumerate() {
+            let same = matches!(it.peek()?, Some((k, _)) if k == key.as_slice());
+            if !same {
+                continue;
+            }
+            if w == j + 1 {
+                if let Some((_, v)) = it.peek()? {
+                    if v.is_some() || !drop_tombstones {
+                        builder.add(&key, v)?;
+                    }
+                }
+            }
+            it.advance();
+        }
+    }
+    Ok(())
+}

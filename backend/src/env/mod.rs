@@ -1,0 +1,340 @@
+//! The environment: the public handle on a database, its single writer and its readers.
+//!
+//! By design.md's sections: `recovery` opens a directory (§1, crash table), `commit` runs the
+//! numbered steps of §3, `gc` deletes old generations (step 7), `compaction` is the merge
+//! policy and `merge` the background merges that carry it out (§3.1). Reads and pins (§2) are
+//! here.
+
+mod commit;
+mod compaction;
+mod gc;
+mod merge;
+mod recovery;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nix::fcntl::Flock;
+use parking_lot::{Mutex, RwLock};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::fs::{BtrfsFs, Fs};
+use crate::root::LOCK_FILE;
+use crate::segment::{self, Segment};
+use crate::txn::{ReadTxn, TableHandle, WriteTxn};
+
+use merge::MergeJob;
+
+/// Name of the manifest inside `live/` and every `gen-N/`.
+pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
+/// The longest a commit that hit ENOSPC, or open, waits for btrfs to reclaim space.
+const RECLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Default block cache size.
+const DEFAULT_BLOCK_CACHE_BYTES: usize = 256 << 20;
+
+static NEXT_ENV_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The manifest's table-format code of the segment format, the only one this engine reads
+/// (code 1 was an SQLite-file experiment, measured and removed; see design.md §8).
+const SEGMENT_TABLE_FORMAT: u32 = 0;
+
+/// Where segment merges run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compaction {
+    /// A commit merges its memtable only with small newest segments (at most
+    /// 4x the memtable's bytes); larger merges run on a background thread, one at a time,
+    /// and the next commit after one finishes swaps its output in. The default: a commit's
+    /// latency does not depend on the size of the table.
+    #[default]
+    Background,
+    /// As `Background`, but every commit first waits for the running merge, so the order of
+    /// filesystem operations is the same in every run (the fault-enumeration tests; feature
+    /// `testing` only).
+    #[cfg(feature = "testing")]
+    BackgroundWaited,
+    /// Every merge runs inside the commit that makes it due (no thread).
+    Inline,
+}
+
+impl Compaction {
+    /// Whether every commit waits for the running merge (`BackgroundWaited`).
+    fn waits_for_merges(self) -> bool {
+        #[cfg(feature = "testing")]
+        if self == Compaction::BackgroundWaited {
+            return true;
+        }
+        false
+    }
+}
+
+/// What a successful commit did.
+#[derive(Debug, Clone, Default)]
+pub struct CommitInfo {
+    /// The generation now committed (`gen-N`).
+    pub generation: u64,
+    /// Segment files written.
+    pub segments_written: usize,
+    /// Bytes of segment and manifest files written.
+    pub bytes_written: u64,
+    /// Time spent building and writing files, in microseconds.
+    pub write_us: u64,
+    /// Time spent in the snapshot ioctl (the durable commit point), in microseconds.
+    pub snapshot_us: u64,
+    /// Background merges this commit swapped in (their files were written before the commit).
+    pub merges_installed: usize,
+    /// Bytes of the segments those merges wrote.
+    pub merged_bytes: u64,
+}
+
+/// Options for opening an [`Env`].
+#[derive(Debug)]
+pub struct EnvBuilder {
+    path: PathBuf,
+    block_cache_bytes: usize,
+    compaction: Compaction,
+    group_access: bool,
+    fs: Arc<dyn Fs>,
+}
+
+impl EnvBuilder {
+    /// Open the database in `path`, a directory on btrfs (created if missing).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        EnvBuilder {
+            path: path.into(),
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            compaction: Compaction::Background,
+            group_access: false,
+            fs: Arc::new(BtrfsFs),
+        }
+    }
+
+    /// Let the owner's group read the files the engine creates: directories 0750 and files
+    /// 0640 instead of the default 0700 and 0600 (the umask still applies). Changes nothing
+    /// already on disk.
+    pub fn group_access(mut self, allow: bool) -> Self {
+        self.group_access = allow;
+        self
+    }
+
+    /// Bytes of decoded segment blocks kept in memory (default 256 MiB).
+    pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Where segment merges run (default [`Compaction::Background`]).
+    pub fn compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = compaction;
+        self
+    }
+
+    /// Route every filesystem side effect through `fs` (fault-injection tests; feature
+    /// `testing` only).
+    #[cfg(feature = "testing")]
+    pub fn with_fs(mut self, fs: Arc<dyn Fs>) -> Self {
+        self.fs = fs;
+        self
+    }
+
+    /// Open (creating or recovering) the database.
+    ///
+    /// # Errors
+    /// [`Error::NotBtrfs`], [`Error::PermissionDenied`], [`Error::Locked`] (another process has
+    /// it open), [`Error::NotSubvolumeCapable`], [`Error::ForeignEntry`] (a symlink, an entry
+    /// of the wrong type or of another database where the engine keeps its own; nothing is
+    /// changed), corrupt or truncated files
+    /// ([`Error::Corrupted`], [`Error::ChecksumMismatch`]), [`Error::UnsupportedFormatVersion`],
+    /// and I/O errors.
+    pub fn open(self) -> Result<Env> {
+        Env::open(self)
+    }
+}
+
+/// The committed state of every table at one generation.
+#[derive(Debug)]
+pub(crate) struct Version {
+    pub(crate) generation: u64,
+    pub(crate) tables: Vec<TableVersion>,
+}
+
+/// One table at one generation: its segments, newest first.
+#[derive(Debug, Clone)]
+pub(crate) struct TableVersion {
+    pub(crate) name: String,
+    pub(crate) segments: Vec<Arc<Segment>>,
+}
+
+/// State only the writer touches. Guarded by `Env::writer`; held for a `WriteTxn`'s life.
+#[derive(Debug)]
+pub(crate) struct WriterState {
+    /// Test-only broken mode (`BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT`, feature `testing`): the
+    /// generation whose snapshot was deferred to the next commit.
+    deferred_snapshot: Option<u64>,
+    /// The next segment sequence number to hand out (commits and background merges).
+    next_seq: u64,
+    /// The background merge running or finished but not yet swapped in.
+    merge: Option<MergeJob>,
+}
+
+/// An open database.
+///
+/// Thread-safe: share it by reference or in an `Arc`. One [`WriteTxn`] at a time
+/// (`begin_write` blocks while another is open); any number of [`ReadTxn`]s, each pinned to the
+/// generation that was newest when it began.
+#[derive(Debug)]
+pub struct Env {
+    pub(crate) id: u64,
+    root: PathBuf,
+    live: PathBuf,
+    compact: PathBuf,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) cache: Arc<BlockCache>,
+    compaction: Compaction,
+    /// Permission bits of the files the engine creates (0600, or 0640 with group access).
+    pub(crate) file_mode: u32,
+    /// Generations deleted since the filesystem was last asked to reclaim them (see
+    /// `collect_garbage`).
+    unreclaimed: AtomicU64,
+    /// The single-writer lock.
+    writer: Mutex<WriterState>,
+    /// The newest committed version. Written only by the writer after a commit.
+    current: RwLock<Arc<Version>>,
+    /// Read transactions per generation; GC skips pinned generations.
+    pins: Mutex<BTreeMap<u64, usize>>,
+    /// Generations on disk besides the newest (deleted once unpinned).
+    old_generations: Mutex<Vec<u64>>,
+    /// Set by a failed commit: writes are refused until reopen.
+    poisoned: AtomicBool,
+    /// Held for the life of the environment: one process per database.
+    _lock: Flock<File>,
+}
+
+/// Test-only: acknowledge commits before their snapshot exists (the snapshot is taken at the
+/// start of the next commit). Deliberately breaks durability so the power-loss and kill tests
+/// can prove they catch a store that acknowledges too early. Only with feature `testing`.
+fn broken_ack_before_snapshot() -> bool {
+    cfg!(feature = "testing") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
+}
+
+fn fail_point(name: &str) {
+    #[cfg(feature = "testing")]
+    {
+        if std::env::var("BUTTER_FAILPOINT").is_ok_and(|v| v == name) {
+            eprintln!("butter_db: fail point {name} reached, aborting");
+            std::process::abort();
+        }
+    }
+    let _ = name;
+}
+
+impl Env {
+    /// Shorthand for `EnvBuilder::new(path).open()`.
+    ///
+    /// # Errors
+    /// See [`EnvBuilder::open`].
+    pub fn open_path(path: impl Into<PathBuf>) -> Result<Env> {
+        EnvBuilder::new(path).open()
+    }
+
+    /// Start building an environment.
+    pub fn builder(path: impl Into<PathBuf>) -> EnvBuilder {
+        EnvBuilder::new(path)
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// The newest committed generation.
+    pub fn generation(&self) -> u64 {
+        self.current.read().generation
+    }
+
+    /// Whether a failed commit has poisoned the environment.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The handle of an existing table, or `None`.
+    pub fn table(&self, name: &str) -> Option<TableHandle> {
+        let v = self.current.read();
+        v.tables
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| TableHandle::new(self.id, i))
+    }
+
+    /// Open a table, creating it (in its own commit) if it does not exist.
+    ///
+    /// # Errors
+    /// Commit errors.
+    pub fn create_table(&self, name: &str) -> Result<TableHandle> {
+        let mut txn = self.begin_write()?;
+        let t = txn.create_table(name)?;
+        txn.commit()?;
+        Ok(t)
+    }
+
+    /// Begin the write transaction; blocks while another one is open.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after a failed commit.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        let guard = self.writer.lock();
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let base = self.current.read().clone();
+        Ok(WriteTxn::new(self, guard, base))
+    }
+
+    /// Begin a read transaction pinned to the newest committed generation.
+    pub fn begin_read(&self) -> ReadTxn<'_> {
+        // Pin while `current` is still read-locked: a commit cannot publish a newer
+        // generation (and hand this one to garbage collection) between the read and the pin.
+        let current = self.current.read();
+        *self.pins.lock().entry(current.generation).or_insert(0) += 1;
+        let version = current.clone();
+        drop(current);
+        ReadTxn::new(self, version)
+    }
+
+    pub(crate) fn unpin(&self, generation: u64) {
+        let mut pins = self.pins.lock();
+        if let Some(n) = pins.get_mut(&generation) {
+            *n -= 1;
+            if *n == 0 {
+                pins.remove(&generation);
+            }
+        }
+    }
+
+    /// Files of the newest generation as seen in `live/` (manifest and segments), and the lock.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let v = self.current.read();
+        let mut files = vec![self.root.join(LOCK_FILE), self.live.join(MANIFEST_FILE)];
+        for t in &v.tables {
+            for s in &t.segments {
+                files.push(self.live.join(segment::file_name(s.seq)));
+            }
+        }
+        files
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Wait for a running background merge (it reads this environment's segments) and
+        // delete its output; the next open would delete it otherwise.
+        if let Some(job) = self.writer.get_mut().merge.take() {
+            let _ = job.handle.join();
+            self.discard_merge_file(&job.work_path);
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Opening a database directory (design.md §1 and "What a crash leaves"): check what is there,
+//! create a fresh database or take the newest generation, make `live/` from it, and clear
+//! what a stopped process left.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nix::fcntl::{Flock, FlockArg};
+use parking_lot::{Mutex, RwLock};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::manifest::Manifest;
+use crate::root::{self, gen_name, Kind, COMPACT_DIR, ID_FILE, LIVE_DIR, LOCK_FILE};
+use crate::segment::{self, Segment};
+use crate::sys;
+
+use super::commit::write_manifest;
+use super::{
+    fail_point, Env, EnvBuilder, TableVersion, Version, WriterState, MANIFEST_FILE, NEXT_ENV_ID,
+    RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
+};
+
+impl Env {
+    pub(super) fn open(b: EnvBuilder) -> Result<Env> {
+        let root = b.path;
+        let (file_mode, dir_mode) = if b.group_access {
+            (0o640, 0o750)
+        } else {
+            (0o600, 0o700)
+        };
+        let fs = b.fs;
+        if !root::check_kind(&root, Kind::Dir)? && !root::check_kind(&root, Kind::Subvolume)? {
+            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| Error::io("create database directory", parent, e))?;
+            }
+            fs.create_dir(&root, dir_mode)
+                .map_err(|e| Error::io("create database directory", &root, e))?;
+        }
+        let fs_type = sys::filesystem_type(&root).map_err(|e| Error::io("statfs", &root, e))?;
+        if !fs_type.is_btrfs() {
+            return Err(Error::NotBtrfs {
+                path: root,
+                found: fs_type.name,
+                magic: fs_type.magic,
+            });
+        }
+        let lock_path = root.join(LOCK_FILE);
+        let lock_file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(file_mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&lock_path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
+                _ => Error::io("open lock file", &lock_path, e),
+            })?;
+        let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(Error::Locked {
+                    path: root,
+                    lock: lock_path,
+                })
+            }
+            Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
+        };
+        // Everything by our names is checked before anything is touched.
+        let scan = root::scan(&root)?;
+        let live = root.join(LIVE_DIR);
+        let id = match scan.id {
+            Some(id) => id,
+            None => root::create_id(&*fs, &root, file_mode)?,
+        };
+        let mut gens = scan.generations;
+        if gens.is_empty() {
+            // A fresh database, or one whose very first commit never completed.
+            fail_point("recovery::init");
+            if scan.live {
+                fs.delete_subvolume(&live)
+                    .map_err(|e| Error::io("delete subvolume", &live, e))?;
+            }
+            fs.create_subvolume(&live)
+                .map_err(|e| match e.raw_os_error() {
+                    // btrfs refuses the subvolume ioctl itself: not a place for subvolumes.
+                    Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP | libc::EXDEV) => {
+                        Error::NotSubvolumeCapable {
+                            path: root.clone(),
+                            source: e,
+                        }
+                    }
+                    _ => Error::io("create subvolume", &live, e),
+                })?;
+            // Snapshots copy this mode, so every generation has it too.
+            fs.set_mode(&live, dir_mode)
+                .map_err(|e| Error::io("chmod", &live, e))?;
+            let live_id = live.join(ID_FILE);
+            fs.write_new_file(&live_id, &id.encode(), file_mode)
+                .map_err(|e| Error::io("write", &live_id, e))?;
+            let manifest = Manifest {
+                table_format: SEGMENT_TABLE_FORMAT,
+                generation: 0,
+                next_seq: 1,
+                tables: Vec::new(),
+            };
+            write_manifest(&*fs, &live, &manifest, file_mode)?;
+            let gen0 = root.join(gen_name(0));
+            fs.snapshot(&live, &gen0, true)
+                .map_err(|e| Error::io("snapshot", &gen0, e))?;
+            gens.push(0);
+        }
+        // Every generation must be this database's before one is adopted or deleted.
+        for &g in &gens {
+            root::check_generation_id(&root.join(gen_name(g)), &id)?;
+        }
+        let newest = gens.last().copied().unwrap_or(0);
+        let newest_dir = root.join(gen_name(newest));
+        let manifest_path = newest_dir.join(MANIFEST_FILE);
+        let bytes = root::read_nofollow(&manifest_path)
+            .map_err(|e| Error::io("read", &manifest_path, e))?;
+        let manifest = Manifest::decode(&bytes, &manifest_path)?;
+        if manifest.generation != newest {
+            return Err(Error::corrupted(
+                &manifest_path,
+                format!(
+                    "manifest says generation {}, directory says {newest}",
+                    manifest.generation
+                ),
+            ));
+        }
+        if manifest.table_format != SEGMENT_TABLE_FORMAT {
+            return Err(Error::corrupted(
+                &manifest_path,
+                format!(
+                    "table format {} is not the segment format (0); format 1 (SQLite files) \
+                     was an experiment this engine no longer reads",
+                    manifest.table_format
+                ),
+            ));
+        }
+        // Whatever `live/` holds was never committed (or equals gen-N): start over from gen-N.
+        fail_point("recovery::discard_live");
+        if root::check_kind(&live, Kind::Subvolume)? {
+            fs.delete_subvolume(&live)
+                .map_err(|e| Error::io("delete subvolume", &live, e))?;
+        }
+        snapshot_when_space_allows(&*fs, &root, &newest_dir, &live)?;
+        let cache = Arc::new(BlockCache::new(b.block_cache_bytes));
+        let mut tables = Vec::with_capacity(manifest.tables.len());
+        for t in &manifest.tables {
+            let mut segments = Vec::with_capacity(t.segments.len());
+            for s in &t.segments {
+                let path = live.join(segment::file_name(s.seq));
+                segments.push(Arc::new(Segment::open(
+                    path,
+                    s.seq,
+                    s.file_len,
+                    s.entries,
+                    cache.clone(),
+                )?));
+            }
+            tables.push(TableVersion {
+                name: t.name.clone(),
+                segments,
+            });
+        }
+        let version = Version {
+            generation: newest,
+            tables,
+        };
+        // Background merges that never got swapped in (the process stopped first).
+        let compact = root.join(COMPACT_DIR);
+        root::clear_compact_dir(&*fs, &compact, dir_mode)?;
+        let env = Env {
+            id: NEXT_ENV_ID.fetch_add(1, Ordering::Relaxed),
+            root,
+            live,
+            compact,
+            fs,
+            cache,
+            compaction: b.compaction,
+            file_mode,
+            unreclaimed: AtomicU64::new(0),
+            writer: Mutex::new(WriterState {
+                deferred_snapshot: None,
+                next_seq: manifest.next_seq,
+                merge: None,
+            }),
+            current: RwLock::new(Arc::new(version)),
+            pins: Mutex::new(BTreeMap::new()),
+            old_generations: Mutex::new(gens.into_iter().filter(|&g| g != newest).collect()),
+            poisoned: AtomicBool::new(false),
+            _lock: lock,
+        };
+        env.collect_garbage()?;
+        Ok(env)
+    }
+}
+
+/// Open's writable snapshot of the newest generation as `live`. Space just freed (a file
+/// deleted to make room) comes back to btrfs's metadata only once its cleaner has returned the
+/// emptied data block groups, so for up to RECLAIM_WAIT an ENOSPC is answered by asking for a
+/// transaction commit (which wakes the cleaner) and trying again.
+fn snapshot_when_space_allows(fs: &dyn Fs, root: &Path, src: &Path, live: &Path) -> Result<()> {
+    let deadline = Instant::now() + RECLAIM_WAIT;
+    let mut warned = false;
+    loop {
+        match fs.snapshot(src, live, false) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && Instant::now() < deadline => {
+                if !warned {
+                    warned = true;
+                    log::warn!(
+                        "disk full while opening (snapshot {}); waiting up to {} s for btrfs \
+                         to reclaim freed space",
+                        live.display(),
+                        RECLAIM_WAIT.as_secs()
+                    );
+                }
+                if let Err(e) = fs.sync(root) {
+                    log::warn!("sync while waiting for free space: {e}");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(Error::io("snapshot", live, e)),
+        }
+    }
+}
