@@ -22,8 +22,9 @@
 #      e2fsprogs, util-linux);
 #   2. builds slasher-bench in release mode with every backend;
 #   3. imports the committed sample data/mainnet-merge-2022 (1,012 blocks around the Merge)
-#      into $CARGO_TARGET_DIR/fixtures/mainnet-merge-2022.fixture unless it is already there
-#      ($BENCH_FIXTURE replaces it);
+#      into $CARGO_TARGET_DIR/fixtures/mainnet-merge-2022.fixture unless it is already there,
+#      and copies it with 10 slashable events added within the batches replayed (`slasher-bench
+#      inject`), which every row must report ($BENCH_FIXTURE replaces both, as it is);
 #   4. creates two equal sparse images (BENCH_IMAGE_SIZE, default 16G) side by side on the real
 #      disk (never tmpfs), formats one ext4 (inode tables and journal initialised now, so no
 #      lazy-init writes run during the benchmark) and one btrfs (`-m single`), and loop-mounts
@@ -133,6 +134,23 @@ choose_fixture() {
             "$BIN" import-beacon-api --attestations "$SAMPLE/attestations" \
                 --headers "$SAMPLE/headers" --name mainnet-merge-2022 --out "$FIXTURE"
         fi
+        # The sample holds no slashing: add some (4 double votes, 4 surround votes, 2 double
+        # proposals by its own validators, all within the batches replayed), so that the
+        # correctness gate has something to find and a backend that misses one fails the run.
+        local batches=${BENCH_BATCHES:-128} last=() injected
+        if [[ $batches == all ]]; then
+            injected=${FIXTURE%.fixture}+slashings.fixture
+        else
+            last=(--last-batch "$((batches - 1))")
+            injected=${FIXTURE%.fixture}+slashings-$batches.fixture
+        fi
+        if [[ -f $injected && $injected -nt $FIXTURE ]] && "$BIN" inspect "$injected" >/dev/null 2>&1; then
+            log "reusing $injected (checked)"
+        else
+            log "adding slashings to the sample: $injected"
+            "$BIN" inject --fixture "$FIXTURE" "${last[@]}" --out "$injected"
+        fi
+        FIXTURE=$injected
     else
         die "no fixture: set BENCH_FIXTURE, or restore the committed mainnet sample at $SAMPLE"
     fi
@@ -246,7 +264,7 @@ print_summary() {
         }
         { table = 0 }
     ' "$md"
-    grep -E '^(Correctness gate|\*\*CORRECTNESS)' "$md" | sed 's/^/    /' || true
+    grep -E '^(Correctness gate|\*\*CORRECTNESS|\*\*EXPECTED|- .* expected found)' "$md" | sed 's/^/    /' || true
 }
 
 main() {

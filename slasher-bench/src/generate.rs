@@ -109,10 +109,10 @@ impl GenerateOptions {
 /// SplitMix64: small, fast, and fixed forever (unlike a library RNG whose algorithms may change),
 /// so fixtures stay reproducible.
 #[derive(Debug, Clone)]
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -121,12 +121,12 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
     /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.below(hi - lo + 1)
     }
 
@@ -150,7 +150,7 @@ struct PlannedSurround {
 }
 
 /// Derive a 32-byte value from a label, the seed and some integers.
-fn derived_root(label: &str, seed: u64, values: &[u64]) -> Hash256 {
+pub(crate) fn derived_root(label: &str, seed: u64, values: &[u64]) -> Hash256 {
     let mut hasher = Sha256::new();
     hasher.update(b"butter_db generate ");
     hasher.update(label.as_bytes());
@@ -161,7 +161,7 @@ fn derived_root(label: &str, seed: u64, values: &[u64]) -> Hash256 {
     Hash256::from(<[u8; 32]>::from(hasher.finalize()))
 }
 
-fn summary(data: &AttestationData) -> VoteSummary {
+pub(crate) fn summary(data: &AttestationData) -> VoteSummary {
     VoteSummary {
         source_epoch: data.source.epoch,
         target_epoch: data.target.epoch,
@@ -473,6 +473,7 @@ pub fn generate(opts: &GenerateOptions, out: &Path) -> Result<Manifest, Generate
                 .collect(),
         },
         expected_slashings: Some(expected),
+        expected_from_batch: None,
     };
     Ok(writer.finish(description)?)
 }

@@ -300,6 +300,7 @@ pub fn import_beacon_api(opts: &ImportOptions, out: &Path) -> Result<ImportSumma
             slasher_config: SlasherConfigHint::default(),
             committees: assignment,
             expected_slashings: None,
+            expected_from_batch: None,
         };
     let manifest = writer.finish(description)?;
     Ok(ImportSummary {

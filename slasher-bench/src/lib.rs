@@ -14,6 +14,7 @@ pub mod errors;
 pub mod fixture;
 pub mod generate;
 pub mod import;
+pub mod inject;
 pub mod interrupt;
 pub mod measure;
 pub mod record;

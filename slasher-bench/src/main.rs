@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use slasher_bench::fixture::FixtureReader;
 use slasher_bench::generate::{generate, GenerateOptions};
 use slasher_bench::import::{import_beacon_api, ImportOptions};
+use slasher_bench::inject::{inject, InjectOptions};
 use slasher_bench::record::{record, RecordOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,10 @@ enum Command {
     Record(RecordArgs),
     /// Write a deterministic synthetic fixture with injected slashings.
     Generate(GenerateArgs),
+    /// Copy a fixture with slashable events added (double votes, surround votes, double
+    /// proposals by its own validators and proposers), listed in the manifest so that `replay`
+    /// fails if a backend misses one.
+    Inject(InjectArgs),
     /// Print a fixture's manifest and check every batch record.
     Inspect(InspectArgs),
     /// Replay a fixture through the slasher on every backend and write a report.
@@ -161,6 +166,34 @@ struct GenerateArgs {
 }
 
 #[derive(Debug, Args)]
+struct InjectArgs {
+    /// The fixture to copy.
+    #[arg(long)]
+    fixture: PathBuf,
+    /// Double votes to add.
+    #[arg(long, default_value_t = 4)]
+    double_votes: u32,
+    /// Surround votes to add.
+    #[arg(long, default_value_t = 4)]
+    surround_votes: u32,
+    /// Double proposals to add.
+    #[arg(long, default_value_t = 2)]
+    double_proposals: u32,
+    /// Seed of the choices (the same input and options give the same bytes).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Every event is complete at or after this batch (0-based)…
+    #[arg(long, default_value_t = 1)]
+    first_batch: u64,
+    /// …and at or before this one (default: the last batch).
+    #[arg(long)]
+    last_batch: Option<u64>,
+    /// Output fixture file.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
 struct InspectArgs {
     /// Fixture file.
     fixture: PathBuf,
@@ -233,6 +266,30 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn run_inject(args: InjectArgs) -> anyhow::Result<()> {
+    let opts = InjectOptions {
+        double_votes: args.double_votes,
+        surround_votes: args.surround_votes,
+        double_proposals: args.double_proposals,
+        seed: args.seed,
+        first_batch: args.first_batch,
+        last_batch: args.last_batch,
+    };
+    let manifest = inject(&args.fixture, &args.out, &opts)
+        .with_context(|| format!("injecting slashings into {}", args.fixture.display()))?;
+    println!(
+        "wrote {}: {} batches, {} expected slashings",
+        args.out.display(),
+        manifest.contents.batch_count,
+        manifest
+            .description
+            .expected_slashings
+            .as_ref()
+            .map_or(0, Vec::len)
+    );
+    Ok(())
+}
+
 fn run_inspect(args: InspectArgs) -> anyhow::Result<()> {
     let reader = FixtureReader::open(&args.fixture)?;
     println!("{}", serde_json::to_string_pretty(reader.manifest())?);
@@ -279,6 +336,7 @@ fn main() -> ExitCode {
         Command::ImportBeaconApi(args) => run_import(args),
         Command::Record(args) => run_record(args),
         Command::Generate(args) => run_generate(args),
+        Command::Inject(args) => run_inject(args),
         Command::Inspect(args) => run_inspect(args),
         Command::Replay(args) => slasher_bench::replay::run(args),
         Command::Report(args) => slasher_bench::report::run(args),

@@ -657,6 +657,12 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     if let Some(d) = &run.correctness.first_difference {
         bail!("correctness gate failed: {d} (report in {})", out.display());
     }
+    if let Some(missed) = report::missing_expected(&report) {
+        bail!(
+            "expected slashings not found: {missed} (report in {})",
+            out.display()
+        );
+    }
     if !run.failures.is_empty() {
         let names: Vec<&str> = run.failures.iter().map(|f| f.backend.as_str()).collect();
         bail!(
@@ -1027,15 +1033,8 @@ fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendR
     let device_after = device.as_deref().and_then(device_bytes_written);
     drop(slasher);
 
-    let expected_slashings = if batches.len() as u64 == manifest.contents.batch_count {
-        manifest
-            .description
-            .expected_slashings
-            .as_ref()
-            .map(|e| check_expected(e, &found.list))
-    } else {
-        None
-    };
+    let expected_slashings =
+        expected_within(&manifest, batches.len() as u64).map(|e| check_expected(&e, &found.list));
     let walls: Vec<f64> = batches.iter().map(|b| b.wall_ms).collect();
     let commits: Vec<f64> = batches.iter().map(|b| b.commit_ms).collect();
     let wall = Summary::of(&walls);
@@ -1212,6 +1211,24 @@ fn summarise(
             ))
     });
     out
+}
+
+/// The manifest's expected slashings that a replay of the first `replayed` batches must have
+/// found: all of them after a full replay; after a prefix, those whose completing batch
+/// (`expected_from_batch`) is within it. `None` when there is nothing to check.
+pub(crate) fn expected_within(manifest: &Manifest, replayed: u64) -> Option<Vec<ExpectedSlashing>> {
+    let expected = manifest.description.expected_slashings.as_ref()?;
+    if replayed >= manifest.contents.batch_count {
+        return Some(expected.clone());
+    }
+    let from = manifest.description.expected_from_batch.as_ref()?;
+    let within: Vec<ExpectedSlashing> = expected
+        .iter()
+        .zip(from)
+        .filter(|(_, &at)| at < replayed)
+        .map(|(e, _)| e.clone())
+        .collect();
+    (!within.is_empty()).then_some(within)
 }
 
 /// Match the manifest's injected slashings against what was found.

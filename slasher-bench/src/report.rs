@@ -476,6 +476,29 @@ pub fn gate(report: &Report) -> Option<(String, Disagreement)> {
     None
 }
 
+/// The second half of the gate: rows that missed slashings the fixture lists as expected
+/// (`inject`ed or generated), described in one line; `None` when every row found them all.
+pub fn missing_expected(report: &Report) -> Option<String> {
+    let missed: Vec<String> = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.backends)
+        .filter_map(|r| {
+            let e = r.expected_slashings.as_ref()?;
+            (!e.missing.is_empty()).then(|| {
+                format!(
+                    "{} found {} of {} ({})",
+                    r.name,
+                    e.found,
+                    e.expected,
+                    e.missing.join("; ")
+                )
+            })
+        })
+        .collect();
+    (!missed.is_empty()).then(|| missed.join("; "))
+}
+
 // ---- rendering -------------------------------------------------------------------------------
 
 /// Write `report.json`, `batches.csv`, `report.md` and the SVG charts into `out` (created if
@@ -598,6 +621,9 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
     );
     if let Some((fixture, d)) = gate(report) {
         let _ = writeln!(s, "**CORRECTNESS GATE FAILED** (fixture {fixture}): {d}\n");
+    }
+    if let Some(missed) = missing_expected(report) {
+        let _ = writeln!(s, "**EXPECTED SLASHINGS NOT FOUND**: {missed}\n");
     }
     for (i, run) in report.runs.iter().enumerate() {
         render_run_status(&mut s, i, run);
@@ -1152,6 +1178,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     }
     if let Some((fixture, d)) = gate(&report) {
         bail!("correctness gate failed on fixture {fixture}: {d}");
+    }
+    if let Some(missed) = missing_expected(&report) {
+        bail!("expected slashings not found: {missed}");
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ fn description() -> FixtureDescription {
         slasher_config: SlasherConfigHint::default(),
         committees: CommitteeAssignment::Exact,
         expected_slashings: Some(Vec::new()),
+        expected_from_batch: None,
     }
 }
 

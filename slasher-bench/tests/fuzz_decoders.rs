@@ -361,6 +361,7 @@ fn description(name: &str) -> FixtureDescription {
         slasher_config: SlasherConfigHint::default(),
         committees: CommitteeAssignment::Exact,
         expected_slashings: Some(Vec::new()),
+        expected_from_batch: None,
     }
 }
 
