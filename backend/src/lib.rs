@@ -30,6 +30,7 @@ mod fuzz_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod iter;
 mod manifest;
 mod memkey;
 mod memtable;

@@ -608,9 +608,41 @@ impl SegmentIter {
             .map(|b| (b.key(self.entry), b.value(self.entry))))
     }
 
+    /// The current entry if [`SegmentIter::peek`] has loaded its block; `None` at the end or
+    /// before the first peek.
+    pub(crate) fn current(&self) -> Option<Entry<'_>> {
+        let b = self.block.as_ref()?;
+        (self.entry < b.len()).then(|| (b.key(self.entry), b.value(self.entry)))
+    }
+
     /// Move past the current entry.
     pub(crate) fn advance(&mut self) {
         self.entry += 1;
+    }
+
+    /// Move to the first entry whose key is >= `key` (> if `!inclusive`), or to the start if
+    /// `key` is `None`.
+    pub(crate) fn seek(&mut self, key: Option<&[u8]>, inclusive: bool) -> Result<()> {
+        let pos = match key {
+            None => Some(Pos { block: 0, entry: 0 }),
+            Some(k) => self.seg.seek_ge(k, inclusive)?,
+        };
+        match pos {
+            Some(p) => {
+                if self.block_index != p.block {
+                    self.block = None;
+                }
+                self.block_index = p.block;
+                // peek loads the block (and resets `entry` to 0 when it does): set it after.
+                self.peek()?;
+                self.entry = p.entry;
+            }
+            None => {
+                self.block = None;
+                self.block_index = self.seg.block_count();
+            }
+        }
+        Ok(())
     }
 }
 

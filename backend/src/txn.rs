@@ -1,13 +1,13 @@
 //! Transactions and cursors.
 
 use std::borrow::Cow;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
 use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
+use crate::iter::MergeIter;
 use crate::memtable::Memtable;
 use crate::segment::Segment;
 
@@ -59,48 +59,6 @@ impl<'a> TableView<'a> {
             }
         }
         Ok(false)
-    }
-
-    /// The smallest live key after `from` (>= if `inclusive`), or the first key if `from` is
-    /// `None`.
-    fn next_live(&self, from: Option<&[u8]>, inclusive: bool) -> Result<Option<Vec<u8>>> {
-        let mut cur: Option<Vec<u8>> = from.map(<[u8]>::to_vec);
-        let mut incl = inclusive;
-        loop {
-            let mut best: Option<Vec<u8>> = None;
-            let mut consider = |k: &[u8]| {
-                if best.as_deref().is_none_or(|b| k < b) {
-                    best = Some(k.to_vec());
-                }
-            };
-            if let Some(mem) = self.mem {
-                let lower = match &cur {
-                    None => Bound::Unbounded,
-                    Some(k) if incl => Bound::Included(k.as_slice()),
-                    Some(k) => Bound::Excluded(k.as_slice()),
-                };
-                if let Some(k) = mem.first_from(lower) {
-                    consider(k);
-                }
-            }
-            for seg in self.segments {
-                let pos = match &cur {
-                    None => seg.seek_ge(&[], true)?,
-                    Some(k) => seg.seek_ge(k, incl)?,
-                };
-                if let Some(p) = pos {
-                    consider(seg.block(p.block)?.key(p.entry));
-                }
-            }
-            let Some(candidate) = best else {
-                return Ok(None);
-            };
-            if self.contains(&candidate)? {
-                return Ok(Some(candidate));
-            }
-            cur = Some(candidate);
-            incl = false;
-        }
     }
 
     /// The largest live key before `before`, or the last key if `before` is `None`.
@@ -265,10 +223,13 @@ impl<'env> WriteTxn<'env> {
     /// Unknown table.
     pub fn cursor(&mut self, t: TableHandle) -> Result<Cursor<'_, 'env>> {
         let index = self.index(t)?;
+        let iter = MergeIter::new(self.view(index).segments);
         Ok(Cursor {
             txn: self,
             index,
             state: State::Unpositioned,
+            iter,
+            value: None,
         })
     }
 
@@ -314,6 +275,10 @@ pub struct Cursor<'txn, 'env> {
     txn: &'txn mut WriteTxn<'env>,
     index: usize,
     state: State,
+    /// The merge over the table's segments; the memtable is read at each step.
+    iter: MergeIter,
+    /// The value of the key in `state` when the step that reached it read it, until a write.
+    value: Option<Vec<u8>>,
 }
 
 impl Cursor<'_, '_> {
@@ -329,12 +294,48 @@ impl Cursor<'_, '_> {
         key
     }
 
+    /// The next live entry of the merge: its key, with its value kept for `current` (in the
+    /// same buffer from step to step).
+    fn step(&mut self) -> Result<Option<Vec<u8>>> {
+        let mut key = Vec::new();
+        Ok(self.step_into(&mut key)?.then_some(key))
+    }
+
+    /// [`Cursor::step`] into `key`'s buffer; false at the end.
+    fn step_into(&mut self, key: &mut Vec<u8>) -> Result<bool> {
+        let mem = self.txn.memtables.get(self.index);
+        let Some((k, v)) = self.iter.next(mem, true)? else {
+            self.value = None;
+            return Ok(false);
+        };
+        key.clear();
+        key.extend_from_slice(k);
+        match (&mut self.value, v) {
+            (Some(buf), Some(v)) => {
+                buf.clear();
+                buf.extend_from_slice(v);
+            }
+            (slot, v) => *slot = v.map(<[u8]>::to_vec),
+        }
+        Ok(true)
+    }
+
+    /// The first live key after `key`: the next step if the merge stands right after it,
+    /// else a seek.
+    fn next_after(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if !self.iter.is_after(key) {
+            self.iter.seek(key, false)?;
+        }
+        self.step()
+    }
+
     /// Move to the smallest key.
     ///
     /// # Errors
     /// I/O or corruption.
     pub fn first_key(&mut self) -> Result<Option<Vec<u8>>> {
-        let k = self.view().next_live(None, true)?;
+        self.iter.rewind()?;
+        let k = self.step()?;
         Ok(self.set(k))
     }
 
@@ -344,6 +345,7 @@ impl Cursor<'_, '_> {
     /// I/O or corruption.
     pub fn last_key(&mut self) -> Result<Option<Vec<u8>>> {
         let k = self.view().prev_live(None)?;
+        self.value = None;
         Ok(self.set(k))
     }
 
@@ -356,7 +358,31 @@ impl Cursor<'_, '_> {
             State::Unpositioned => return Err(Error::CursorUnpositioned),
             State::End => return Ok(None),
             State::Deleted(k) => Some(k.clone()),
-            State::At(k) => self.view().next_live(Some(k), false)?,
+            State::At(_) => {
+                // The key is taken out and its buffer reused for the successor's.
+                let State::At(mut k) = std::mem::replace(&mut self.state, State::End) else {
+                    return Ok(None);
+                };
+                let stepped = if self.iter.is_after(&k) {
+                    self.step_into(&mut k)
+                } else {
+                    self.iter
+                        .seek(&k, false)
+                        .and_then(|()| self.step_into(&mut k))
+                };
+                return match stepped {
+                    Ok(true) => {
+                        let out = k.clone();
+                        self.state = State::At(k);
+                        Ok(Some(out))
+                    }
+                    Ok(false) => Ok(None),
+                    Err(e) => {
+                        self.state = State::At(k);
+                        Err(e)
+                    }
+                };
+            }
         };
         Ok(self.set(k))
     }
@@ -366,7 +392,8 @@ impl Cursor<'_, '_> {
     /// # Errors
     /// I/O or corruption.
     pub fn seek(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let k = self.view().next_live(Some(key), true)?;
+        self.iter.seek(key, true)?;
+        let k = self.step()?;
         Ok(self.set(k))
     }
 
@@ -379,8 +406,13 @@ impl Cursor<'_, '_> {
             return Ok(None);
         };
         let k = k.clone();
-        let v = self.view().get(&k)?.map(|v| v.into_owned());
-        self.state = State::At(k.clone());
+        let v = match &self.value {
+            Some(v) => Some(v.clone()),
+            None => self.view().get(&k)?.map(|v| v.into_owned()),
+        };
+        if let State::Deleted(at) = &mut self.state {
+            self.state = State::At(std::mem::take(at));
+        }
         Ok(v.map(|v| (k, v)))
     }
 
@@ -395,7 +427,8 @@ impl Cursor<'_, '_> {
         let k = k.clone();
         let t = TableHandle::new(self.txn.env.id, self.index);
         self.txn.delete(t, &k)?;
-        self.state = match self.view().next_live(Some(&k), false)? {
+        self.value = None;
+        self.state = match self.next_after(&k)? {
             Some(next) => State::Deleted(next),
             None => State::End,
         };
@@ -410,6 +443,7 @@ impl Cursor<'_, '_> {
         let t = TableHandle::new(self.txn.env.id, self.index);
         self.txn.put(t, key, value)?;
         self.state = State::At(key.to_vec());
+        self.value = Some(value.to_vec());
         Ok(())
     }
 }
@@ -458,14 +492,13 @@ impl<'env> ReadTxn<'env> {
     /// # Errors
     /// Unknown table, I/O or corruption.
     pub fn scan(&self, t: TableHandle, from: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let view = self.view(t)?;
+        let mut it = MergeIter::new(self.view(t)?.segments);
+        it.seek(from, true)?;
         let mut out = Vec::new();
-        let mut k = view.next_live(Some(from), true)?;
-        while let Some(key) = k {
-            if let Some(v) = view.get(&key)? {
-                out.push((key.clone(), v.into_owned()));
+        while let Some((k, v)) = it.next(None, true)? {
+            if let Some(v) = v {
+                out.push((k.to_vec(), v.to_vec()));
             }
-            k = view.next_live(Some(&key), false)?;
         }
         Ok(out)
     }

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
+use crate::iter::MergeIter;
 use crate::memtable::Memtable;
 use crate::segment::{self, Block, Segment, SegmentBuilder};
 use crate::sys;
@@ -210,59 +211,9 @@ pub(super) fn merge_into(
     inputs: &[Arc<Segment>],
     drop_tombstones: bool,
 ) -> Result<()> {
-    if inputs.is_empty() {
-        // Only the memtable (a new table, or one whose segments are all larger): its entries
-        // are already in order and unique.
-        for (k, v) in mem {
-            if v.is_some() || !drop_tombstones {
-                builder.add(k, v)?;
-            }
-        }
-        return Ok(());
-    }
-    let mut mem_it = mem.iter().peekable();
-    let mut its: Vec<_> = inputs.iter().map(|s| s.iter()).collect();
-    let mut key = Vec::new();
-    loop {
-        // The smallest head key; on ties the newest source (memtable, then segments in
-        // order) wins.
-        key.clear();
-        let mut winner: Option<usize> = None;
-        if let Some((k, _)) = mem_it.peek() {
-            key.extend_from_slice(k);
-            winner = Some(0);
-        }
-        for (j, it) in its.iter_mut().enumerate() {
-            if let Some((k, _)) = it.peek()? {
-                if winner.is_none() || k < key.as_slice() {
-                    key.clear();
-                    key.extend_from_slice(k);
-                    winner = Some(j + 1);
-                }
-            }
-        }
-        let Some(w) = winner else { break };
-        if w == 0 {
-            if let Some((_, v)) = mem_it.next() {
-                if v.is_some() || !drop_tombstones {
-                    builder.add(&key, v)?;
-                }
-            }
-        }
-        for (j, it) in its.iter_mut().enumerate() {
-            let same = matches!(it.peek()?, Some((k, _)) if k == key.as_slice());
-            if !same {
-                continue;
-            }
-            if w == j + 1 {
-                if let Some((_, v)) = it.peek()? {
-                    if v.is_some() || !drop_tombstones {
-                        builder.add(&key, v)?;
-                    }
-                }
-            }
-            it.advance();
-        }
+    let mut it = MergeIter::new(inputs);
+    while let Some((key, value)) = it.next(Some(mem), drop_tombstones)? {
+        builder.add(key, value)?;
     }
     Ok(())
 }
