@@ -5,16 +5,60 @@
 //! segment instead of a seek in each. (Backward steps, `Cursor::last_key` only, seek instead.)
 
 use std::cmp::Ordering;
+use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::memtable::Memtable;
+use crate::memtable::{self, Memtable};
 use crate::segment::{key_cmp, Entry, Segment, SegmentIter};
 
-/// A forward merge over segments, positioned by a lower bound. The memtable is given at each
-/// step, not held: a write cursor's transaction changes it between steps, and each step sees
-/// its current contents.
+/// The memtable side of a merge: its first entry above a bound, which only grows.
+pub(crate) trait MemSource<'a> {
+    /// The first entry above `lower` (a deletion has `None` as value).
+    fn first_above(&mut self, lower: Bound<&[u8]>) -> Option<Entry<'a>>;
+}
+
+/// A memtable that may change between steps (a write cursor's): looked up afresh each step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MemLookup<'a>(pub(crate) Option<&'a Memtable>);
+
+impl<'a> MemSource<'a> for MemLookup<'a> {
+    fn first_above(&mut self, lower: Bound<&[u8]>) -> Option<Entry<'a>> {
+        let mem = self.0?;
+        let key = mem.first_from(lower)?;
+        Some((key, mem.get(key).flatten()))
+    }
+}
+
+/// A memtable that does not change during the merge (a commit's): walked once, in order.
+pub(crate) struct MemWalk<'a>(Peekable<memtable::Iter<'a>>);
+
+impl<'a> MemWalk<'a> {
+    pub(crate) fn new(mem: &'a Memtable) -> Self {
+        MemWalk(mem.iter().peekable())
+    }
+}
+
+impl<'a> MemSource<'a> for MemWalk<'a> {
+    fn first_above(&mut self, lower: Bound<&[u8]>) -> Option<Entry<'a>> {
+        while let Some(&(k, _)) = self.0.peek() {
+            let below = match lower {
+                Bound::Unbounded => false,
+                Bound::Included(b) => key_cmp(k, b).is_lt(),
+                Bound::Excluded(b) => key_cmp(k, b).is_le(),
+            };
+            if !below {
+                break;
+            }
+            self.0.next();
+        }
+        self.0.peek().copied()
+    }
+}
+
+/// A forward merge over segments, positioned by a lower bound. The memtable comes with each
+/// step ([`MemSource`]), not held: a write cursor's transaction changes it between steps.
 #[derive(Debug)]
 pub(crate) struct MergeIter {
     heads: Vec<SegmentIter>,
@@ -91,9 +135,9 @@ impl MergeIter {
     ///
     /// # Errors
     /// I/O or corruption.
-    pub(crate) fn next<'a>(
+    pub(crate) fn next<'a, 'm: 'a>(
         &'a mut self,
-        mem: Option<&'a Memtable>,
+        mem: &mut impl MemSource<'m>,
         live_only: bool,
     ) -> Result<Option<Entry<'a>>> {
         loop {
@@ -107,15 +151,15 @@ impl MergeIter {
             for head in &mut self.heads {
                 head.peek()?;
             }
-            let (source, live) = {
+            let (source, live, mem_value) = {
                 let lower = match &self.lower {
                     None => Bound::Unbounded,
                     Some((k, true)) => Bound::Included(k.as_slice()),
                     Some((k, false)) => Bound::Excluded(k.as_slice()),
                 };
-                let mut best: Option<(&[u8], Source)> = mem
-                    .and_then(|m| m.first_from(lower))
-                    .map(|k| (k, Source::Mem));
+                let mem_entry = mem.first_above(lower);
+                let mem_value = mem_entry.and_then(|(_, v)| v);
+                let mut best: Option<(&[u8], Source)> = mem_entry.map(|(k, _)| (k, Source::Mem));
                 for (i, head) in self.heads.iter().enumerate() {
                     let Some((k, _)) = head.current() else {
                         continue;
@@ -136,7 +180,7 @@ impl MergeIter {
                     return Ok(None);
                 };
                 let live = match source {
-                    Source::Mem => mem.and_then(|m| m.get(key)).flatten().is_some(),
+                    Source::Mem => mem_value.is_some(),
                     Source::Segment(i) => self
                         .heads
                         .get(i)
@@ -152,7 +196,7 @@ impl MergeIter {
                     }
                     None => self.lower = Some((key.to_vec(), false)),
                 }
-                (source, live)
+                (source, live, mem_value)
             };
             if live_only && !live {
                 continue;
@@ -160,7 +204,7 @@ impl MergeIter {
             let this: &'a MergeIter = self;
             let key = this.lower.as_ref().map_or(&[][..], |(k, _)| k.as_slice());
             let value = match source {
-                Source::Mem => mem.and_then(|m| m.get(key)).flatten(),
+                Source::Mem => mem_value,
                 Source::Segment(i) => this
                     .heads
                     .get(i)

@@ -7,7 +7,7 @@ use parking_lot::MutexGuard;
 
 use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
-use crate::iter::MergeIter;
+use crate::iter::{MemLookup, MergeIter};
 use crate::memtable::Memtable;
 use crate::segment::Segment;
 
@@ -303,8 +303,8 @@ impl Cursor<'_, '_> {
 
     /// [`Cursor::step`] into `key`'s buffer; false at the end.
     fn step_into(&mut self, key: &mut Vec<u8>) -> Result<bool> {
-        let mem = self.txn.memtables.get(self.index);
-        let Some((k, v)) = self.iter.next(mem, true)? else {
+        let mut mem = MemLookup(self.txn.memtables.get(self.index));
+        let Some((k, v)) = self.iter.next(&mut mem, true)? else {
             self.value = None;
             return Ok(false);
         };
@@ -495,7 +495,7 @@ impl<'env> ReadTxn<'env> {
         let mut it = MergeIter::new(self.view(t)?.segments);
         it.seek(from, true)?;
         let mut out = Vec::new();
-        while let Some((k, v)) = it.next(None, true)? {
+        while let Some((k, v)) = it.next(&mut MemLookup(None), true)? {
             if let Some(v) = v {
                 out.push((k.to_vec(), v.to_vec()));
             }

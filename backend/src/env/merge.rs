@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::iter::MergeIter;
+use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
 use crate::segment::{self, Block, Segment, SegmentBuilder};
 use crate::sys;
@@ -212,7 +212,8 @@ pub(super) fn merge_into(
     drop_tombstones: bool,
 ) -> Result<()> {
     let mut it = MergeIter::new(inputs);
-    while let Some((key, value)) = it.next(Some(mem), drop_tombstones)? {
+    let mut mem = MemWalk::new(mem);
+    while let Some((key, value)) = it.next(&mut mem, drop_tombstones)? {
         builder.add(key, value)?;
     }
     Ok(())
