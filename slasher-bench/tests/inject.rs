@@ -3,31 +3,13 @@
 //! output is deterministic, a fixture that lists a slashing its batches do not hold fails
 //! `replay`, and impossible requests are refused. LMDB only: no btrfs needed.
 
+mod common;
+use common::{path, run};
 use serde_json::Value;
 use slasher_bench::fixture::{ExpectedSlashing, FixtureReader, FixtureWriter};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use tree_hash::TreeHash;
-
-const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
-
-fn run(args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("runs slasher-bench");
-    eprintln!(
-        "$ slasher-bench {}\n--- stdout\n{}--- stderr\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
 
 fn work_dir() -> tempfile::TempDir {
     // On the target directory's disk: replay refuses tmpfs, which /tmp may be.

@@ -6,34 +6,15 @@
 //! Without `BUTTER_BTRFS_DIR` the btrfs test prints a loud SKIP, except under `CI=true`, where it
 //! fails: CI never skips.
 
+mod common;
+use common::{path, run};
 use serde_json::Value;
 use slasher_adapters::DatabaseBackend;
 use slasher_bench::fixture::FixtureReader;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
 
 fn btrfs_dir() -> Option<PathBuf> {
     butter_test_support::btrfs_base("replay_end_to_end")
-}
-
-fn run(args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("runs slasher-bench");
-    eprintln!(
-        "$ slasher-bench {}\n--- stdout\n{}--- stderr\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
 }
 
 /// A deterministic synthetic fixture: 3 epochs (96 batches) over 512 validators with two
