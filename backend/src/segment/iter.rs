@@ -1,0 +1,89 @@
+//! Sequential iteration over a segment's entries.
+
+use super::*;
+
+/// A key and its value (`None` for a tombstone), borrowed from a block.
+pub(crate) type Entry<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// Sequential iterator over a segment's entries, tombstones included.
+#[derive(Debug)]
+pub(crate) struct SegmentIter {
+    seg: Arc<Segment>,
+    block: Option<Arc<Block>>,
+    block_index: usize,
+    entry: usize,
+}
+
+impl SegmentIter {
+    /// The current entry without advancing: (key, value or tombstone).
+    pub(crate) fn peek(&mut self) -> Result<Option<Entry<'_>>> {
+        loop {
+            if self.block.is_none() {
+                if self.block_index >= self.seg.block_count() {
+                    return Ok(None);
+                }
+                self.block = Some(self.seg.block(self.block_index)?);
+                self.entry = 0;
+            }
+            let len = self.block.as_ref().map_or(0, |b| b.len());
+            if self.entry < len {
+                break;
+            }
+            self.block = None;
+            self.block_index += 1;
+        }
+        Ok(self
+            .block
+            .as_ref()
+            .map(|b| (b.key(self.entry), b.value(self.entry))))
+    }
+
+    /// The current entry if [`SegmentIter::peek`] has loaded its block; `None` at the end or
+    /// before the first peek.
+    pub(crate) fn current(&self) -> Option<Entry<'_>> {
+        let b = self.block.as_ref()?;
+        (self.entry < b.len()).then(|| (b.key(self.entry), b.value(self.entry)))
+    }
+
+    /// Move past the current entry.
+    pub(crate) fn advance(&mut self) {
+        self.entry += 1;
+    }
+
+    /// Move to the first entry whose key is >= `key` (> if `!inclusive`), or to the start if
+    /// `key` is `None`.
+    pub(crate) fn seek(&mut self, key: Option<&[u8]>, inclusive: bool) -> Result<()> {
+        let pos = match key {
+            None => Some(Pos { block: 0, entry: 0 }),
+            Some(k) => self.seg.seek_ge(k, inclusive)?,
+        };
+        match pos {
+            Some(p) => {
+                if self.block_index != p.block {
+                    self.block = None;
+                }
+                self.block_index = p.block;
+                // peek loads the block (and resets `entry` to 0 when it does): set it after.
+                self.peek()?;
+                self.entry = p.entry;
+            }
+            None => {
+                self.block = None;
+                self.block_index = self.seg.block_count();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Segment {
+    /// Iterate every entry in key order (used by merges).
+    pub(crate) fn iter(self: &Arc<Self>) -> SegmentIter {
+        SegmentIter {
+            seg: self.clone(),
+            block: None,
+            block_index: 0,
+            entry: 0,
+        }
+    }
+}

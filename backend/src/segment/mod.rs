@@ -1,0 +1,414 @@
+//! Immutable sorted segment files: one sorted run of one table.
+//!
+//! ```text
+//! Segment file
+//! OFFSET        SIZE        DESCRIPTION
+//! 0             ...         data blocks, back to back (layout below)
+//! index_offset  index_len   block index: per block
+//!                             offset u64 | len u32 | first_key_len u16 | first_key
+//! file_len-44   44          footer:
+//!                             magic "BTRSEG01" (8) | format version u32 | block_count u32 |
+//!                             entry_count u64 | index_offset u64 | index_len u32 |
+//!                             index crc32 u32 | footer crc32 u32 (of the 40 bytes before it)
+//!
+//! Data block (len bytes, about BLOCK_TARGET_BYTES; one oversized entry makes a bigger block)
+//! OFFSET        SIZE        DESCRIPTION
+//! 0             ...         entries: key_len u16 | value_len u32 | key | value
+//!                             value_len = TOMBSTONE (u32::MAX): a deletion, no value bytes
+//! len-8-4n      4n          entry offsets u32, relative to the block start, ascending
+//! len-8         4           entry count n u32
+//! len-4         4           crc32 of bytes [0, len-4)
+//! ```
+//! All integers little-endian. Keys inside a segment are strictly ascending, byte-wise.
+
+use std::cmp::Ordering;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+
+/// Current segment format version.
+pub(crate) const SEGMENT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"BTRSEG01";
+const FOOTER_MAGIC_OFFSET: usize = 0;
+const FOOTER_VERSION_OFFSET: usize = FOOTER_MAGIC_OFFSET + 8;
+const FOOTER_BLOCK_COUNT_OFFSET: usize = FOOTER_VERSION_OFFSET + 4;
+const FOOTER_ENTRY_COUNT_OFFSET: usize = FOOTER_BLOCK_COUNT_OFFSET + 4;
+const FOOTER_INDEX_OFFSET_OFFSET: usize = FOOTER_ENTRY_COUNT_OFFSET + 8;
+const FOOTER_INDEX_LEN_OFFSET: usize = FOOTER_INDEX_OFFSET_OFFSET + 8;
+const FOOTER_INDEX_CRC_OFFSET: usize = FOOTER_INDEX_LEN_OFFSET + 4;
+const FOOTER_CRC_OFFSET: usize = FOOTER_INDEX_CRC_OFFSET + 4;
+/// Size of the footer.
+pub(crate) const FOOTER_LEN: usize = FOOTER_CRC_OFFSET + 4;
+
+/// Entry header: key_len u16 + value_len u32.
+const ENTRY_HEADER_LEN: usize = 6;
+/// Block trailer: count u32 + crc u32.
+const BLOCK_TRAILER_LEN: usize = 8;
+/// Marker value length of a deletion.
+const TOMBSTONE: u32 = u32::MAX;
+/// Close a block once it holds at least this many bytes.
+const BLOCK_TARGET_BYTES: usize = 16 * 1024;
+
+/// Byte-wise lexicographic comparison (shorter prefix first), as `<[u8]>::cmp`, with a fast
+/// path: the first 8 bytes compared as one big-endian integer, which orders them the same way
+/// and avoids a `memcmp` call for the short keys the slasher uses (6–16 bytes).
+#[inline]
+pub(crate) fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
+    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        match u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)) {
+            Ordering::Equal => a.get(8..).cmp(&b.get(8..)),
+            other => other,
+        }
+    } else {
+        a.cmp(b)
+    }
+}
+
+/// Little-endian integers at a byte offset; `None` past the end (shared with the manifest).
+pub(crate) fn le_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+pub(crate) fn le_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+pub(crate) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+mod block;
+mod builder;
+mod iter;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use block::{key_prefix, Block};
+pub(crate) use builder::SegmentBuilder;
+pub(crate) use iter::{Entry, SegmentIter};
+
+/// Location of one block inside a segment file.
+#[derive(Debug)]
+struct BlockLoc {
+    offset: u64,
+    len: u32,
+    first_key: Box<[u8]>,
+}
+
+/// An open, immutable segment: its index in memory, its blocks read on demand through the
+/// shared block cache.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    /// Sequence number; unique in the database, also the file name.
+    pub(crate) seq: u64,
+    path: PathBuf,
+    file: File,
+    pub(crate) file_len: u64,
+    pub(crate) entries: u64,
+    pub(crate) min_key: Box<[u8]>,
+    pub(crate) max_key: Box<[u8]>,
+    blocks: Vec<BlockLoc>,
+    cache: Arc<BlockCache>,
+    /// The block the last point lookup used. The slasher reads keys in ascending runs, so the
+    /// next lookup usually lands in the same block and skips the index search and the shared
+    /// cache. Readers in other threads share the segment, so the hint has its own mutex; a
+    /// lookup holds it only for the search inside the hinted block and the value's copy.
+    last_block: Mutex<Option<BlockHint>>,
+}
+
+/// Where the last point lookup in a segment ended.
+#[derive(Debug)]
+struct BlockHint {
+    block: usize,
+    data: Arc<Block>,
+    /// Where the next lookup's key probably is: just after the last key found, or where the
+    /// last missing key would have been.
+    expect: usize,
+}
+
+/// A position inside a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pos {
+    pub(crate) block: usize,
+    pub(crate) entry: usize,
+}
+
+/// File name of segment `seq`.
+pub(crate) fn file_name(seq: u64) -> String {
+    format!("{seq:016x}.seg")
+}
+
+impl Segment {
+    /// Open a segment file and check it against what the manifest says about it.
+    pub(crate) fn open(
+        path: PathBuf,
+        seq: u64,
+        expect_len: u64,
+        expect_entries: u64,
+        cache: Arc<BlockCache>,
+    ) -> Result<Segment> {
+        // Never through a symlink: a segment is always a file this database wrote.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::foreign(&path, "it is a symlink"),
+                _ => Error::io("open segment", &path, e),
+            })?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io("stat segment", &path, e))?
+            .len();
+        if file_len != expect_len {
+            return Err(Error::corrupted(
+                &path,
+                format!("length {file_len}, manifest says {expect_len} (truncated?)"),
+            ));
+        }
+        if file_len < FOOTER_LEN as u64 {
+            return Err(Error::corrupted(&path, "shorter than the segment footer"));
+        }
+        let mut footer = [0u8; FOOTER_LEN];
+        let footer_at = file_len - FOOTER_LEN as u64;
+        file.read_exact_at(&mut footer, footer_at)
+            .map_err(|e| Error::io("read segment footer", &path, e))?;
+        let stored = le_u32(&footer, FOOTER_CRC_OFFSET).unwrap_or(0);
+        let got = crc32fast::hash(&footer[..FOOTER_CRC_OFFSET]);
+        if stored != got {
+            return Err(Error::ChecksumMismatch {
+                path,
+                offset: footer_at,
+                expected: stored,
+                got,
+            });
+        }
+        if &footer[..8] != MAGIC {
+            return Err(Error::corrupted(&path, "bad segment magic"));
+        }
+        let version = le_u32(&footer, FOOTER_VERSION_OFFSET).unwrap_or(0);
+        if version != SEGMENT_VERSION {
+            return Err(Error::UnsupportedFormatVersion {
+                path,
+                found: version,
+                supported: SEGMENT_VERSION,
+            });
+        }
+        let block_count = le_u32(&footer, FOOTER_BLOCK_COUNT_OFFSET).unwrap_or(0) as usize;
+        let entries = le_u64(&footer, FOOTER_ENTRY_COUNT_OFFSET).unwrap_or(0);
+        let index_offset = le_u64(&footer, FOOTER_INDEX_OFFSET_OFFSET).unwrap_or(0);
+        let index_len = le_u32(&footer, FOOTER_INDEX_LEN_OFFSET).unwrap_or(0) as usize;
+        let index_crc = le_u32(&footer, FOOTER_INDEX_CRC_OFFSET).unwrap_or(0);
+        if entries != expect_entries {
+            return Err(Error::corrupted(
+                &path,
+                format!("{entries} entries, manifest says {expect_entries}"),
+            ));
+        }
+        if index_offset.checked_add(index_len as u64) != Some(footer_at) {
+            return Err(Error::corrupted(&path, "index does not end at the footer"));
+        }
+        let mut index = vec![0u8; index_len];
+        file.read_exact_at(&mut index, index_offset)
+            .map_err(|e| Error::io("read segment index", &path, e))?;
+        let got = crc32fast::hash(&index);
+        if got != index_crc {
+            return Err(Error::ChecksumMismatch {
+                path,
+                offset: index_offset,
+                expected: index_crc,
+                got,
+            });
+        }
+        // The footer's count is not trusted for the allocation: each index entry takes at
+        // least 14 bytes of the (checksummed, file-backed) index.
+        let mut blocks = Vec::with_capacity(block_count.min(index.len() / 14));
+        let mut at = 0usize;
+        let mut next_offset = 0u64;
+        for _ in 0..block_count {
+            let bad = || Error::corrupted(&path, "truncated block index");
+            let offset = le_u64(&index, at).ok_or_else(bad)?;
+            let len = le_u32(&index, at + 8).ok_or_else(bad)?;
+            let klen = le_u16(&index, at + 12).ok_or_else(bad)? as usize;
+            let first_key = index.get(at + 14..at + 14 + klen).ok_or_else(bad)?;
+            at += 14 + klen;
+            if offset != next_offset {
+                return Err(Error::corrupted(&path, "blocks are not contiguous"));
+            }
+            next_offset = offset + u64::from(len);
+            blocks.push(BlockLoc {
+                offset,
+                len,
+                first_key: first_key.into(),
+            });
+        }
+        if at != index.len() || next_offset != index_offset {
+            return Err(Error::corrupted(
+                &path,
+                "block index does not cover the data",
+            ));
+        }
+        if blocks.is_empty() != (entries == 0) {
+            return Err(Error::corrupted(
+                &path,
+                format!("{entries} entries in {} blocks", blocks.len()),
+            ));
+        }
+        let mut seg = Segment {
+            seq,
+            path,
+            file,
+            file_len,
+            entries,
+            min_key: Box::default(),
+            max_key: Box::default(),
+            blocks,
+            cache,
+            last_block: Mutex::new(None),
+        };
+        if let Some(first) = seg.blocks.first() {
+            seg.min_key = first.first_key.clone();
+            let last = seg.block(seg.blocks.len() - 1)?;
+            seg.max_key = last.key(last.len().saturating_sub(1)).into();
+        }
+        Ok(seg)
+    }
+
+    /// Load block `i` (from the cache, or from disk into the cache).
+    pub(crate) fn block(&self, i: usize) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(self.seq, i) {
+            return Ok(b);
+        }
+        let loc = self
+            .blocks
+            .get(i)
+            .ok_or_else(|| Error::corrupted(&self.path, format!("no block {i}")))?;
+        let mut data = vec![0u8; loc.len as usize];
+        self.file
+            .read_exact_at(&mut data, loc.offset)
+            .map_err(|e| Error::io("read segment block", &self.path, e))?;
+        let block = Arc::new(Block::decode(data, &self.path, loc.offset)?);
+        self.cache.insert(self.seq, i, block.clone());
+        Ok(block)
+    }
+
+    pub(crate) fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// The block that would hold `key`, if any block could.
+    fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let n = self
+            .blocks
+            .partition_point(|b| key_cmp(&b.first_key, key).is_le());
+        n.checked_sub(1)
+    }
+
+    /// Whether `key` is within this segment's key range.
+    pub(crate) fn may_contain(&self, key: &[u8]) -> bool {
+        self.entries > 0
+            && key_cmp(key, &self.min_key).is_ge()
+            && key_cmp(key, &self.max_key).is_le()
+    }
+
+    /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand;
+    /// `None` means the key is not in this segment.
+    pub(crate) fn get_with<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<Option<R>> {
+        if !self.may_contain(key) {
+            return Ok(None);
+        }
+        {
+            let mut hint = self.last_block.lock();
+            if let Some(h) = hint.as_mut() {
+                let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
+                let in_block = self
+                    .blocks
+                    .get(h.block)
+                    .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
+                    && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
+                if in_block {
+                    let found = h.data.search_from(key, h.expect);
+                    h.expect = found.map_or_else(|i| i, |i| i + 1);
+                    return Ok(found.ok().map(|i| f(h.data.value(i))));
+                }
+            }
+        }
+        let Some(bi) = self.block_for(key) else {
+            return Ok(None);
+        };
+        let block = self.block(bi)?;
+        let found = block.search_from(key, 0);
+        let value = found.ok().map(|i| f(block.value(i)));
+        *self.last_block.lock() = Some(BlockHint {
+            block: bi,
+            data: block,
+            expect: found.map_or_else(|i| i, |i| i + 1),
+        });
+        Ok(value)
+    }
+
+    /// The first position whose key is >= `key` (> if `!inclusive`); `None` past the end.
+    pub(crate) fn seek_ge(&self, key: &[u8], inclusive: bool) -> Result<Option<Pos>> {
+        if self.entries == 0 {
+            return Ok(None);
+        }
+        let mut bi = self.block_for(key).unwrap_or(0);
+        loop {
+            let block = self.block(bi)?;
+            let e = block.lower_bound(key, inclusive);
+            if e < block.len() {
+                return Ok(Some(Pos {
+                    block: bi,
+                    entry: e,
+                }));
+            }
+            bi += 1;
+            if bi >= self.blocks.len() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The last position whose key is < `key` (or the last entry if `key` is `None`).
+    pub(crate) fn seek_lt(&self, key: Option<&[u8]>) -> Result<Option<Pos>> {
+        if self.entries == 0 {
+            return Ok(None);
+        }
+        let Some(key) = key else {
+            let Some(bi) = self.blocks.len().checked_sub(1) else {
+                return Ok(None);
+            };
+            let n = self.block(bi)?.len();
+            return Ok(n.checked_sub(1).map(|e| Pos {
+                block: bi,
+                entry: e,
+            }));
+        };
+        let Some(mut bi) = self.block_for(key) else {
+            return Ok(None);
+        };
+        loop {
+            let block = self.block(bi)?;
+            let e = block.lower_bound(key, true);
+            if e > 0 {
+                return Ok(Some(Pos {
+                    block: bi,
+                    entry: e - 1,
+                }));
+            }
+            match bi.checked_sub(1) {
+                Some(prev) => bi = prev,
+                None => return Ok(None),
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Unit tests of the segment format.
+
+use super::*;
+
+fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
+    let mut b = SegmentBuilder::default();
+    for (k, v) in entries {
+        b.add(k, v.as_deref()).unwrap();
+    }
+    b.finish()
+}
+
+fn write_and_open(bytes: &[u8], entries: u64) -> Result<Segment> {
+    let dir = std::env::temp_dir().join(format!("butter-seg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.seg", rand::random::<u64>()));
+    std::fs::write(&path, bytes).unwrap();
+    Segment::open(
+        path.clone(),
+        1,
+        bytes.len() as u64,
+        entries,
+        Arc::new(BlockCache::new(1 << 20)),
+    )
+}
+
+fn sample() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    (0u32..5000)
+        .map(|i| {
+            let v = if i % 7 == 0 {
+                None
+            } else {
+                Some(vec![i as u8; (i % 300) as usize])
+            };
+            (i.to_be_bytes().to_vec(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn key_cmp_orders_like_byte_slices() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let key = |rng: &mut rand_chacha::ChaCha8Rng| -> Vec<u8> {
+        let len = rng.gen_range(0..20);
+        (0..len)
+            .map(|_| *[0u8, 1, 0x7f, 0x80, 0xff].get(rng.gen_range(0..5)).unwrap())
+            .collect()
+    };
+    for _ in 0..100_000 {
+        let (a, b) = (key(&mut rng), key(&mut rng));
+        assert_eq!(key_cmp(&a, &b), a.cmp(&b), "{a:?} vs {b:?}");
+        assert_eq!(key_cmp(&a, &a), std::cmp::Ordering::Equal);
+    }
+}
+
+#[test]
+fn key_prefix_orders_like_byte_slices_when_it_differs() {
+    let keys: [&[u8]; 10] = [
+        b"",
+        b"\0",
+        b"a",
+        b"a\0",
+        b"a\0\x01",
+        b"ab",
+        b"abcdefgh",
+        b"abcdefgh\0",
+        b"abcdefgi",
+        &[0xff; 9],
+    ];
+    for a in keys {
+        for b in keys {
+            let (pa, pb) = (key_prefix(a), key_prefix(b));
+            if pa != pb {
+                assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn round_trip_lookup_and_seek() {
+    let entries = sample();
+    let (bytes, blocks) = build(&entries);
+    assert!(
+        blocks.len() > 10,
+        "expected several blocks, got {}",
+        blocks.len()
+    );
+    let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
+    for (k, v) in &entries {
+        let got = seg.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap();
+        assert_eq!(got.expect("key present"), *v);
+    }
+    assert!(seg
+        .get_with(&9999u32.to_be_bytes(), |_| ())
+        .unwrap()
+        .is_none());
+    assert!(seg.get_with(&[0, 0], |_| ()).unwrap().is_none());
+    let p = seg.seek_ge(&[0, 0, 0x10, 0], true).unwrap().unwrap();
+    assert_eq!(
+        seg.block(p.block).unwrap().key(p.entry),
+        &4096u32.to_be_bytes()
+    );
+    let p = seg.seek_ge(&4096u32.to_be_bytes(), false).unwrap().unwrap();
+    assert_eq!(
+        seg.block(p.block).unwrap().key(p.entry),
+        &4097u32.to_be_bytes()
+    );
+    let p = seg.seek_lt(Some(&4096u32.to_be_bytes())).unwrap().unwrap();
+    assert_eq!(
+        seg.block(p.block).unwrap().key(p.entry),
+        &4095u32.to_be_bytes()
+    );
+    let p = seg.seek_lt(None).unwrap().unwrap();
+    assert_eq!(
+        seg.block(p.block).unwrap().key(p.entry),
+        &4999u32.to_be_bytes()
+    );
+    assert!(seg.seek_lt(Some(&0u32.to_be_bytes())).unwrap().is_none());
+    assert!(seg
+        .seek_ge(&4999u32.to_be_bytes(), false)
+        .unwrap()
+        .is_none());
+    let seg = Arc::new(seg);
+    let mut it = seg.iter();
+    let mut n = 0;
+    while let Some((k, v)) = it.peek().unwrap() {
+        assert_eq!(k, entries[n].0.as_slice());
+        assert_eq!(v, entries[n].1.as_deref());
+        it.advance();
+        n += 1;
+    }
+    assert_eq!(n, entries.len());
+}
+
+/// The lookup finger must not change any answer, whatever order the keys come in: present
+/// and absent keys ascending (the finger's case), descending, and random.
+#[test]
+fn lookups_in_any_order_agree_with_the_entries() {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0u32..6000)
+        .filter(|i| i % 3 != 1)
+        .map(|i| {
+            (
+                i.to_be_bytes().to_vec(),
+                Some(vec![i as u8; (i % 50) as usize]),
+            )
+        })
+        .collect();
+    let (bytes, _) = build(&entries);
+    let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
+    let mut probes: Vec<u32> = (0..6100).collect();
+    let mut orders = vec![probes.clone()];
+    probes.reverse();
+    orders.push(probes.clone());
+    probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
+    orders.push(probes);
+    for order in orders {
+        for i in order {
+            let got = seg
+                .get_with(&i.to_be_bytes(), |v| v.map(<[u8]>::to_vec))
+                .unwrap();
+            let want = (i < 6000 && i % 3 != 1).then(|| vec![i as u8; (i % 50) as usize]);
+            assert_eq!(got, want.map(Some), "key {i}");
+        }
+    }
+}
+
+#[test]
+fn rejects_truncation_and_bit_flips() {
+    let entries = sample();
+    let (bytes, _) = build(&entries);
+    let n = entries.len() as u64;
+    let truncated = &bytes[..bytes.len() - 3];
+    assert!(matches!(
+        write_and_open(truncated, n),
+        Err(Error::ChecksumMismatch { .. })
+    ));
+    let mut flipped = bytes.clone();
+    flipped[100] ^= 0x40;
+    let seg = write_and_open(&flipped, n).unwrap();
+    let err = (0..seg.block_count())
+        .map(|i| seg.block(i))
+        .find_map(|r| r.err());
+    assert!(
+        matches!(err, Some(Error::ChecksumMismatch { .. })),
+        "{err:?}"
+    );
+    let mut footer = bytes.clone();
+    let at = footer.len() - FOOTER_LEN + FOOTER_VERSION_OFFSET;
+    footer[at] = 9;
+    let crc = crc32fast::hash(&footer[footer.len() - FOOTER_LEN..footer.len() - 4]);
+    let l = footer.len();
+    footer[l - 4..].copy_from_slice(&crc.to_le_bytes());
+    assert!(matches!(
+        write_and_open(&footer, n),
+        Err(Error::UnsupportedFormatVersion { found: 9, .. })
+    ));
+}
