@@ -96,7 +96,7 @@ impl MergeIter {
             head.seek(Some(key), inclusive)?;
         }
         self.at_last.clear();
-        self.set_lower(key, inclusive);
+        set_bound(&mut self.lower, key, inclusive);
         Ok(())
     }
 
@@ -116,17 +116,6 @@ impl MergeIter {
     /// Whether the next step continues right after `key`, which the previous step returned.
     pub(crate) fn is_after(&self, key: &[u8]) -> bool {
         matches!(&self.lower, Some((k, false)) if k.as_slice() == key)
-    }
-
-    fn set_lower(&mut self, key: &[u8], inclusive: bool) {
-        match &mut self.lower {
-            Some((k, incl)) => {
-                k.clear();
-                k.extend_from_slice(key);
-                *incl = inclusive;
-            }
-            None => self.lower = Some((key.to_vec(), inclusive)),
-        }
     }
 
     /// The next entry above the bound, merged with `mem` (newest of all), and move the bound
@@ -159,15 +148,17 @@ impl MergeIter {
                 };
                 let mem_entry = mem.first_above(lower);
                 let mem_value = mem_entry.and_then(|(_, v)| v);
-                let mut best: Option<(&[u8], Source)> = mem_entry.map(|(k, _)| (k, Source::Mem));
+                // (key, whether it is live, where it comes from)
+                let mut best: Option<(&[u8], bool, Source)> =
+                    mem_entry.map(|(k, v)| (k, v.is_some(), Source::Mem));
                 for (i, head) in self.heads.iter().enumerate() {
-                    let Some((k, _)) = head.current() else {
+                    let Some((k, v)) = head.current() else {
                         continue;
                     };
-                    let order = best.map_or(Ordering::Less, |(b, _)| key_cmp(k, b));
+                    let order = best.map_or(Ordering::Less, |(b, _, _)| key_cmp(k, b));
                     match order {
                         Ordering::Less => {
-                            best = Some((k, Source::Segment(i)));
+                            best = Some((k, v.is_some(), Source::Segment(i)));
                             self.at_last.clear();
                             self.at_last.push(i);
                         }
@@ -176,31 +167,16 @@ impl MergeIter {
                         Ordering::Greater => {}
                     }
                 }
-                let Some((key, source)) = best else {
+                let Some((key, live, source)) = best else {
                     return Ok(None);
                 };
-                let live = match source {
-                    Source::Mem => mem_value.is_some(),
-                    Source::Segment(i) => self
-                        .heads
-                        .get(i)
-                        .and_then(SegmentIter::current)
-                        .is_some_and(|(_, v)| v.is_some()),
-                };
-                // The new bound, in the bound's own buffer (no allocation per step).
-                match &mut self.lower {
-                    Some((k, inclusive)) => {
-                        k.clear();
-                        k.extend_from_slice(key);
-                        *inclusive = false;
-                    }
-                    None => self.lower = Some((key.to_vec(), false)),
-                }
+                set_bound(&mut self.lower, key, false);
                 (source, live, mem_value)
             };
             if live_only && !live {
                 continue;
             }
+            // Borrowed again for the caller's lifetime: the borrows above end with the loop.
             let this: &'a MergeIter = self;
             let key = this.lower.as_ref().map_or(&[][..], |(k, _)| k.as_slice());
             let value = match source {
@@ -213,5 +189,17 @@ impl MergeIter {
             };
             return Ok(Some((key, value)));
         }
+    }
+}
+
+/// Set a merge's lower bound to `key`, in the bound's own buffer (no allocation per step).
+fn set_bound(lower: &mut Option<(Vec<u8>, bool)>, key: &[u8], inclusive: bool) {
+    match lower {
+        Some((k, incl)) => {
+            k.clear();
+            k.extend_from_slice(key);
+            *incl = inclusive;
+        }
+        None => *lower = Some((key.to_vec(), inclusive)),
     }
 }

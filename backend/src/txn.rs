@@ -320,13 +320,13 @@ impl Cursor<'_, '_> {
         Ok(true)
     }
 
-    /// The first live key after `key`: the next step if the merge stands right after it,
-    /// else a seek.
-    fn next_after(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// Replace `key` with the first live key after it (the next step if the merge stands right
+    /// after it, else a seek); false at the end. On an error `key` is unchanged.
+    fn advance_past(&mut self, key: &mut Vec<u8>) -> Result<bool> {
         if !self.iter.is_after(key) {
             self.iter.seek(key, false)?;
         }
-        self.step()
+        self.step_into(key)
     }
 
     /// Move to the smallest key.
@@ -363,14 +363,7 @@ impl Cursor<'_, '_> {
                 let State::At(mut k) = std::mem::replace(&mut self.state, State::End) else {
                     return Ok(None);
                 };
-                let stepped = if self.iter.is_after(&k) {
-                    self.step_into(&mut k)
-                } else {
-                    self.iter
-                        .seek(&k, false)
-                        .and_then(|()| self.step_into(&mut k))
-                };
-                return match stepped {
+                return match self.advance_past(&mut k) {
                     Ok(true) => {
                         let out = k.clone();
                         self.state = State::At(k);
@@ -424,13 +417,14 @@ impl Cursor<'_, '_> {
         let (State::At(k) | State::Deleted(k)) = &self.state else {
             return Err(Error::CursorUnpositioned);
         };
-        let k = k.clone();
+        let mut k = k.clone();
         let t = TableHandle::new(self.txn.env.id, self.index);
         self.txn.delete(t, &k)?;
         self.value = None;
-        self.state = match self.next_after(&k)? {
-            Some(next) => State::Deleted(next),
-            None => State::End,
+        self.state = if self.advance_past(&mut k)? {
+            State::Deleted(k)
+        } else {
+            State::End
         };
         Ok(())
     }
