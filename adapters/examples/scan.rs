@@ -28,11 +28,7 @@ struct Fill(PathBuf);
 impl BackendVisitor for Fill {
     type Output = Result<(), String>;
     fn visit<E: Environment>(self) -> Self::Output {
-        let env = open::<E>(&self.0)?;
-        let db = env
-            .create_databases()
-            .map_err(|e| e.to_string())?
-            .attesters_db;
+        let (env, db) = open::<E>(&self.0)?;
         let per = KEYS / COMMITS;
         for c in 0..COMMITS {
             let mut txn = env.begin_rw_txn().map_err(|e| e.to_string())?;
@@ -54,11 +50,7 @@ struct Scan(PathBuf);
 impl BackendVisitor for Scan {
     type Output = Result<(u64, f64), String>;
     fn visit<E: Environment>(self) -> Self::Output {
-        let env = open::<E>(&self.0)?;
-        let db = env
-            .create_databases()
-            .map_err(|e| e.to_string())?
-            .attesters_db;
+        let (env, db) = open::<E>(&self.0)?;
         let mut txn = env.begin_rw_txn().map_err(|e| e.to_string())?;
         let started = Instant::now();
         let mut n = 0u64;
@@ -82,14 +74,20 @@ impl BackendVisitor for Scan {
     }
 }
 
-fn open<E: Environment>(dir: &std::path::Path) -> Result<E, String> {
+/// The environment in `dir` (made if missing) and the table the benchmark uses.
+fn open<E: Environment>(dir: &std::path::Path) -> Result<(E, E::Database), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    E::open(&BackendConfig {
+    let env = E::open(&BackendConfig {
         path: dir.to_path_buf(),
         max_db_size_mbs: 16 * 1024,
         durability: Durability::Immediate,
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    let db = env
+        .create_databases()
+        .map_err(|e| e.to_string())?
+        .attesters_db;
+    Ok((env, db))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -116,8 +116,7 @@ pub fn inject(input: &Path, out: &Path, opts: &InjectOptions) -> Result<Manifest
             "nothing requested (--double-votes, --surround-votes, --double-proposals)".into(),
         ));
     }
-    if source.description.expected_slashings.is_some()
-        && source.description.expected_from_batch.is_none()
+    if source.description.expected_from_batch.is_none()
         && source
             .description
             .expected_slashings
@@ -135,7 +134,10 @@ pub fn inject(input: &Path, out: &Path, opts: &InjectOptions) -> Result<Manifest
     let mut window = Vec::new();
     for batch in reader {
         let batch = batch?;
-        if batch.index < opts.first_batch.saturating_sub(1) || batch.index > last {
+        if batch.index > last {
+            break;
+        }
+        if batch.index < opts.first_batch.saturating_sub(1) {
             continue;
         }
         window.push(WindowBatch {

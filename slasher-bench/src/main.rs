@@ -10,12 +10,12 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use slasher_bench::fixture::FixtureReader;
+use slasher_bench::fixture::{FixtureReader, Manifest};
 use slasher_bench::generate::{generate, GenerateOptions};
 use slasher_bench::import::{import_beacon_api, ImportOptions};
 use slasher_bench::inject::{inject, InjectOptions};
 use slasher_bench::record::{record, RecordOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -250,10 +250,16 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     opts.history_length = args.history_length;
     let manifest =
         generate(&opts, &args.out).with_context(|| format!("generating {}", args.out.display()))?;
+    print_written(&args.out, &manifest);
+    Ok(())
+}
+
+/// One line about a fixture just written.
+fn print_written(out: &Path, manifest: &Manifest) {
     let c = &manifest.contents;
     println!(
         "wrote {}: {} batches, {} headers, {} attestations, {} expected slashings",
-        args.out.display(),
+        out.display(),
         c.batch_count,
         c.header_count,
         c.attestation_count,
@@ -263,7 +269,6 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
             .as_ref()
             .map_or(0, Vec::len)
     );
-    Ok(())
 }
 
 fn run_inject(args: InjectArgs) -> anyhow::Result<()> {
@@ -277,16 +282,7 @@ fn run_inject(args: InjectArgs) -> anyhow::Result<()> {
     };
     let manifest = inject(&args.fixture, &args.out, &opts)
         .with_context(|| format!("injecting slashings into {}", args.fixture.display()))?;
-    println!(
-        "wrote {}: {} batches, {} expected slashings",
-        args.out.display(),
-        manifest.contents.batch_count,
-        manifest
-            .description
-            .expected_slashings
-            .as_ref()
-            .map_or(0, Vec::len)
-    );
+    print_written(&args.out, &manifest);
     Ok(())
 }
 
