@@ -7,11 +7,16 @@
 //! - **Blocks**: one header per slot (1 % of slots missed: no header, no attestations), the
 //!   proposer drawn uniformly, `parent_root` chaining the headers' tree-hash roots, state and body
 //!   roots derived from the seed. Signatures are 96 zero bytes (Lighthouse's empty signature).
-//! - **Attestations** of slot `t` vote for the head at `t` with source `(e-1, checkpoint)` and
-//!   target `(e, checkpoint)`. Per committee member: 1 % offline, 3 % late, the rest on time. On-time
-//!   members are split into 1–3 overlapping aggregates included in the next block; late members form
-//!   one aggregate included 2–32 slots later; 2 % of aggregates are included a second time
-//!   (duplicates) a few slots later. Attestations waiting for a missed block go into the next one.
+//! - **Attestations** of slot `t` vote for the head at `t` with source `(e-1, checkpoint)` (the
+//!   justified checkpoint of a chain that finalises every epoch) and target `(e, checkpoint)`. Per
+//!   committee member: 1 % offline, 3 % late, the rest on time. The unit of aggregation depends on
+//!   the fork ([`Fork`]): before Electra it is one committee (`data.index` = the committee index);
+//!   from Electra on it is the whole slot (`data.index` = 0, and one on-chain aggregate names
+//!   several committees with `committee_bits`, so its attesting indices are the union of its
+//!   committees' attesters). On-time members of a unit are split into 1–3 overlapping aggregates
+//!   included in the next block; late members form one aggregate included 2–5 slots later (1 % of
+//!   them up to 32); 2 % of aggregates are included a second time (duplicates) a few slots later.
+//!   Attestations waiting for a missed block go into the next one.
 //! - **Injected slashings** (listed in the manifest's `expected_slashings`):
 //!   - double vote: validator `v`, on time in epoch `e`, also signs the same source and target
 //!     with another head root, included 1–4 slots later;
@@ -49,6 +54,29 @@ pub enum GenerateError {
     Fixture(#[from] FixtureError),
 }
 
+/// Which fork's attestation shape the fixture has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fork {
+    /// One aggregate per committee, `data.index` = committee index (phase0 to Deneb).
+    Phase0,
+    /// One aggregate per slot over all its committees, `data.index` = 0 (Electra and later,
+    /// EIP-7549): mainnet today.
+    Electra,
+}
+
+impl Fork {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fork::Phase0 => "phase0",
+            Fork::Electra => "electra",
+        }
+    }
+}
+
+/// The validator count of `generate` when none is given: about mainnet's active set in 2026.
+pub const DEFAULT_VALIDATORS: u64 = 1_100_000;
+
 /// Generator settings.
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -71,10 +99,12 @@ pub struct GenerateOptions {
     /// The slasher history (epochs) the manifest's config hint names, which `replay` uses by
     /// default: a short history makes a short chain wrap around it and prune (the soak).
     pub history_length: u64,
+    /// Attestation shape.
+    pub fork: Fork,
 }
 
 impl GenerateOptions {
-    /// Defaults: start epoch 100, two events of each kind.
+    /// Defaults: start epoch 100, two events of each kind, Electra attestations.
     pub fn new(validators: u64, epochs: u64, seed: u64) -> Self {
         Self {
             validators,
@@ -86,6 +116,7 @@ impl GenerateOptions {
             double_proposals: 2,
             name: None,
             history_length: SlasherConfigHint::default().history_length,
+            fork: Fork::Electra,
         }
     }
 
@@ -93,7 +124,8 @@ impl GenerateOptions {
     pub fn command(&self) -> String {
         format!(
             "slasher-bench generate --validators {} --epochs {} --seed {} --start-epoch {} \
-             --double-votes {} --surround-votes {} --double-proposals {} --history-length {}",
+             --double-votes {} --surround-votes {} --double-proposals {} --history-length {} \
+             --fork {}",
             self.validators,
             self.epochs,
             self.seed,
@@ -101,7 +133,8 @@ impl GenerateOptions {
             self.double_votes,
             self.surround_votes,
             self.double_proposals,
-            self.history_length
+            self.history_length,
+            self.fork.name()
         )
     }
 }
@@ -366,8 +399,23 @@ pub fn generate(opts: &GenerateOptions, out: &Path) -> Result<Manifest, Generate
         let epoch_committees = committees
             .entry(epoch)
             .or_insert_with(|| EpochCommittees::synthetic(epoch, n));
-        for index in 0..epoch_committees.committees_per_slot {
-            let members = epoch_committees.committee(slot, index).unwrap_or_default();
+        // The units of aggregation: each committee, or (Electra) the whole slot.
+        let slot_committees = (0..epoch_committees.committees_per_slot).map(|index| {
+            (
+                index,
+                epoch_committees.committee(slot, index).unwrap_or_default(),
+            )
+        });
+        let units: Vec<(u64, Vec<u64>)> = match opts.fork {
+            Fork::Phase0 => slot_committees.map(|(i, m)| (i, m.to_vec())).collect(),
+            Fork::Electra => vec![(
+                0,
+                slot_committees
+                    .flat_map(|(_, m)| m.iter().copied())
+                    .collect(),
+            )],
+        };
+        for (index, members) in units {
             let data = AttestationData {
                 slot,
                 index,
@@ -377,7 +425,7 @@ pub fn generate(opts: &GenerateOptions, out: &Path) -> Result<Manifest, Generate
             };
             let mut on_time = Vec::new();
             let mut late = Vec::new();
-            for &v in members {
+            for &v in &members {
                 let roll = rng.below(1000);
                 match force.get(&(epoch, v)) {
                     Some(Force::OnTime) => on_time.push(v),
@@ -451,8 +499,9 @@ pub fn generate(opts: &GenerateOptions, out: &Path) -> Result<Manifest, Generate
             command: opts.command(),
             seed: Some(seed),
             source: format!(
-                "synthetic mainnet-shaped batches, slots {first_slot}..={last_slot}; all \
-                 signatures are 96 zero bytes"
+                "synthetic mainnet-shaped batches, {} attestations, slots \
+                 {first_slot}..={last_slot}; all signatures are 96 zero bytes",
+                opts.fork.name()
             ),
         },
         validator_count: n,

@@ -133,9 +133,13 @@ struct RecordArgs {
 
 #[derive(Debug, Args)]
 struct GenerateArgs {
-    /// Active validators.
-    #[arg(long)]
+    /// Active validators (default: about mainnet's active set in 2026).
+    #[arg(long, default_value_t = slasher_bench::generate::DEFAULT_VALIDATORS)]
     validators: u64,
+    /// Attestation shape: one aggregate per slot over several committees (electra, mainnet
+    /// today) or one per committee (phase0, before Electra).
+    #[arg(long, value_enum, default_value_t = slasher_bench::generate::Fork::Electra)]
+    fork: slasher_bench::generate::Fork,
     /// Epochs (one batch per slot).
     #[arg(long)]
     epochs: u64,
@@ -248,6 +252,7 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
     opts.double_proposals = args.double_proposals;
     opts.name = args.name;
     opts.history_length = args.history_length;
+    opts.fork = args.fork;
     let manifest =
         generate(&opts, &args.out).with_context(|| format!("generating {}", args.out.display()))?;
     print_written(&args.out, &manifest);

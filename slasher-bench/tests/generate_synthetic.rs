@@ -4,7 +4,7 @@
 
 use slasher_adapters::slasher::types::{AttestationData, SignedBeaconBlockHeader};
 use slasher_bench::fixture::{Batch, ExpectedSlashing, FixtureReader, VoteSummary};
-use slasher_bench::generate::{generate, GenerateError, GenerateOptions};
+use slasher_bench::generate::{generate, Fork, GenerateError, GenerateOptions};
 use slasher_bench::shuffle::EpochCommittees;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -43,11 +43,32 @@ fn same_options_same_bytes_other_seed_other_bytes() {
 }
 
 #[test]
-fn batches_are_mainnet_shaped() {
+fn batches_are_mainnet_shaped_before_electra() {
+    batches_are_mainnet_shaped(Fork::Phase0);
+}
+
+#[test]
+fn batches_are_mainnet_shaped_from_electra_on() {
+    batches_are_mainnet_shaped(Fork::Electra);
+}
+
+fn batches_are_mainnet_shaped(fork: Fork) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("shape.fixture");
+    // 8192 validators: 2 committees per slot of 128, so Electra aggregates span committees.
     let n = 8192;
-    let manifest = generate(&GenerateOptions::new(n, 5, 3), &path).unwrap();
+    let mut opts = GenerateOptions::new(n, 5, 3);
+    opts.fork = fork;
+    let manifest = generate(&opts, &path).unwrap();
+    assert!(
+        manifest
+            .description
+            .provenance
+            .command
+            .ends_with(&format!("--fork {}", fork.name())),
+        "{}",
+        manifest.description.provenance.command
+    );
     let batches = read(&path);
     assert_eq!(batches.len(), 5 * 32);
     assert_eq!(manifest.contents.batch_count, 160);
@@ -57,6 +78,7 @@ fn batches_are_mainnet_shaped() {
     let mut missed = 0;
     let mut cache: HashMap<u64, EpochCommittees> = HashMap::new();
     let mut late = 0;
+    let mut largest_aggregate = 0;
     for (i, batch) in batches.iter().enumerate() {
         assert_eq!(batch.index, i as u64);
         assert_eq!(batch.slot, 100 * 32 + i as u64);
@@ -76,17 +98,29 @@ fn batches_are_mainnet_shaped() {
             if batch.slot - a.data.slot > 1 {
                 late += 1;
             }
-            // Every honest attester is a member of the committee it claims.
+            // Every honest attester is a member of the committee it claims: before Electra the
+            // one named by `data.index`, from Electra on any committee of the slot (index 0).
             if a.attesting_indices.len() > 1 {
+                largest_aggregate = largest_aggregate.max(a.attesting_indices.len());
                 let epoch = a.data.slot / 32;
                 let committees = cache
                     .entry(epoch)
                     .or_insert_with(|| EpochCommittees::synthetic(epoch, n));
-                let members: BTreeSet<u64> = committees
-                    .committee(a.data.slot, a.data.index)
-                    .unwrap()
-                    .iter()
-                    .copied()
+                let claimed = match fork {
+                    Fork::Phase0 => a.data.index..a.data.index + 1,
+                    Fork::Electra => {
+                        assert_eq!(a.data.index, 0, "Electra attestation data has index 0");
+                        0..committees.committees_per_slot
+                    }
+                };
+                let members: BTreeSet<u64> = claimed
+                    .flat_map(|i| {
+                        committees
+                            .committee(a.data.slot, i)
+                            .unwrap()
+                            .iter()
+                            .copied()
+                    })
                     .collect();
                 assert!(a.attesting_indices.iter().all(|v| members.contains(v)));
                 votes_per_epoch
@@ -98,6 +132,12 @@ fn batches_are_mainnet_shaped() {
         }
     }
     assert!(missed < 10, "about 1 % of slots are missed, got {missed}");
+    // A committee here has n / 32 / 2 = 128 members: only an Electra aggregate is larger.
+    let committee_size = (n / 32 / 2) as usize;
+    match fork {
+        Fork::Phase0 => assert!(largest_aggregate <= committee_size, "{largest_aggregate}"),
+        Fork::Electra => assert!(largest_aggregate > committee_size, "{largest_aggregate}"),
+    }
     assert!(late > 0, "late inclusions");
     assert!(seen.values().any(|c| *c > 1), "duplicate inclusions");
     // Middle epochs: nearly every validator attests (1 % offline).
