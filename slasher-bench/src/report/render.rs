@@ -1,0 +1,643 @@
+//! Renderings of a report: `report.json`, `batches.csv`, `report.md` and the terminal summary.
+
+use super::*;
+
+// ---- rendering -------------------------------------------------------------------------------
+
+/// Write `report.json`, `batches.csv`, `report.md` and the SVG charts into `out` (created if
+/// missing). Returns the files written.
+///
+/// # Errors
+/// I/O and chart-drawing errors.
+pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut written = Vec::new();
+    let json = out.join("report.json");
+    std::fs::write(&json, serde_json::to_vec_pretty(report)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    written.push(json);
+    let csv = out.join("batches.csv");
+    std::fs::write(&csv, render_csv(report))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    written.push(csv);
+    let charts = crate::report::charts::write_charts(report, out)?;
+    let md = out.join("report.md");
+    std::fs::write(&md, render_markdown(report, &charts))
+        .with_context(|| format!("writing {}", md.display()))?;
+    written.push(md);
+    written.extend(charts.into_iter().map(|c| c.path));
+    Ok(written)
+}
+
+/// `batches.csv`: one line per (row, batch).
+pub fn render_csv(report: &Report) -> String {
+    let mut s = String::from(
+        "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
+         wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
+         attester_slashings,proposer_slashings,storage_ms\n",
+    );
+    for (run_index, run) in report.runs.iter().enumerate() {
+        for r in &run.backends {
+            for b in &r.batches {
+                let _ = writeln!(
+                    s,
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3}",
+                    csv_field(&r.name),
+                    csv_field(&r.backend),
+                    csv_field(&r.filesystem),
+                    r.durable,
+                    b.index,
+                    b.slot,
+                    b.current_epoch,
+                    b.headers,
+                    b.attestations,
+                    b.wall_ms,
+                    b.process_ms,
+                    b.prune_ms,
+                    b.commit_ms,
+                    b.enqueue_ms,
+                    b.db_bytes,
+                    b.bytes_written,
+                    b.tiles_written,
+                    b.attester_slashings,
+                    b.proposer_slashings,
+                    b.storage_ms
+                );
+            }
+        }
+    }
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The LMDB row a row is compared with: LMDB on the same filesystem if present in the group,
+/// else any LMDB row of the group.
+pub(super) fn baseline<'a>(
+    row: &BackendResult,
+    group: &[(usize, &'a BackendResult)],
+) -> Option<&'a BackendResult> {
+    let lmdb = || {
+        group
+            .iter()
+            .map(|(_, r)| *r)
+            .filter(|r| r.backend == "lmdb" && r.durable)
+    };
+    lmdb()
+        .find(|r| r.filesystem == row.filesystem)
+        .or_else(|| lmdb().next())
+}
+
+pub(super) fn ratio(value: f64, base: Option<f64>) -> String {
+    match base {
+        Some(b) if b > 0.0 => format!("{:.2}×", value / b),
+        _ => "–".into(),
+    }
+}
+
+pub(super) fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
+}
+
+pub(super) fn opt_mib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "n/m".into(), mib)
+}
+
+/// `report.md`.
+pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
+    let mut s = String::from("# slasher-bench replay report\n\n");
+    let _ = writeln!(
+        s,
+        "Each batch is replayed through the slasher as Lighthouse does it: the batch's headers and \
+         attestations are queued, then `process_queued(current_epoch)` runs in one write \
+         transaction and `prune_database(current_epoch)` in a second one. *Batch time* is the \
+         wall time of both; *commit* is the time of the two commits alone. Each backend runs in \
+         its own process, one after another, on a fresh database. Times in milliseconds; \
+         ratios are row ÷ LMDB on the same filesystem (else any LMDB row of the table); below 1 \
+         is faster than LMDB.\n"
+    );
+    if let Some((fixture, d)) = gate(report) {
+        let _ = writeln!(s, "**CORRECTNESS GATE FAILED** (fixture {fixture}): {d}\n");
+    }
+    if let Some(missed) = missing_expected(report) {
+        let _ = writeln!(s, "**EXPECTED SLASHINGS NOT FOUND**: {missed}\n");
+    }
+    for (i, run) in report.runs.iter().enumerate() {
+        render_run_status(&mut s, i, run);
+    }
+    for ((sha, batches, settings), group) in groups(report) {
+        let name = report
+            .runs
+            .iter()
+            .find(|r| r.fixture.records_sha256 == sha)
+            .map_or("?", |r| r.fixture.name.as_str());
+        let _ = writeln!(s, "## Fixture `{name}`: {batches} batches; {settings}\n");
+        let only: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
+        match first_disagreement(&only) {
+            None => {
+                let total: usize = only
+                    .first()
+                    .map_or(0, |r| r.slashings.attester + r.slashings.proposer);
+                let _ = writeln!(
+                    s,
+                    "Correctness gate: all {} rows found the same slashings in every batch \
+                     ({total} in total).\n",
+                    only.len()
+                );
+            }
+            Some(d) => {
+                let _ = writeln!(s, "Correctness gate: **FAILED**: {d}\n");
+            }
+        }
+        s.push_str(
+            "| run | backend | filesystem | durability | first batch | median | p99 | max | \
+             total s | median ×LMDB | p99 ×LMDB | first ×LMDB | total ×LMDB | median commit | \
+             DB MiB (apparent / allocated) | written MiB | device MiB | peak RSS MiB | slashings |\n",
+        );
+        s.push_str(
+            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\
+             ---:|---:|\n",
+        );
+        for (run_index, r) in &group {
+            let base = baseline(r, &group);
+            let durability = if r.durable {
+                "durable".to_string()
+            } else {
+                format!("**NON-DURABLE** ({})", r.durability)
+            };
+            let _ = writeln!(
+                s,
+                "| {run_index} | {}{} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
+                 {} | {} | {} | {} | {:.2} | {} / {} | {} | {} | {} | {} |",
+                r.name,
+                if r.interrupted {
+                    format!(" (**partial**: {} batches)", r.batches.len())
+                } else {
+                    String::new()
+                },
+                r.filesystem,
+                r.first_batch_ms,
+                r.median_batch_ms,
+                r.p99_batch_ms,
+                r.max_batch_ms,
+                r.total_s,
+                ratio(r.median_batch_ms, base.map(|b| b.median_batch_ms)),
+                ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
+                ratio(r.first_batch_ms, base.map(|b| b.first_batch_ms)),
+                ratio(r.total_s, base.map(|b| b.total_s)),
+                r.median_commit_ms,
+                mib(r.db_bytes_final),
+                mib(r.db_allocated_bytes_final),
+                mib(r.bytes_written),
+                opt_mib(r.device_bytes_written),
+                opt_mib(r.peak_rss_bytes),
+                r.slashings.attester + r.slashings.proposer,
+            );
+        }
+        s.push('\n');
+        render_phases(&mut s, &group);
+        render_soak(&mut s, &group);
+        let expected: Vec<String> = group
+            .iter()
+            .filter_map(|(_, r)| {
+                let e = r.expected_slashings.as_ref()?;
+                Some(format!(
+                    "{}: {}/{} expected found, {} unexpected{}",
+                    r.name,
+                    e.found,
+                    e.expected,
+                    e.unexpected,
+                    if e.missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (missing: {})", e.missing.join("; "))
+                    }
+                ))
+            })
+            .collect();
+        if !expected.is_empty() {
+            let _ = writeln!(s, "Injected slashings (from the fixture manifest):\n");
+            for line in expected {
+                let _ = writeln!(s, "- {line}");
+            }
+            s.push('\n');
+        }
+        for chart in charts.iter().filter(|c| c.group == sha) {
+            let file = chart
+                .path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or_default();
+            let _ = writeln!(s, "![{}]({file})\n", chart.title);
+        }
+    }
+    for (i, run) in report.runs.iter().enumerate() {
+        render_run_details(&mut s, i, run);
+    }
+    s
+}
+
+/// The phases of a replay, by the epoch the slasher is told (`current_epoch`) relative to the
+/// first batch's: the cold start fills the database from empty, the next epoch still writes
+/// most tiles for the first time, and after that the database is in its steady state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Batches of the first batch's epoch.
+    ColdEpoch,
+    /// Batches of the epoch after it.
+    NextEpoch,
+    /// Every later batch.
+    Steady,
+}
+
+impl Phase {
+    /// The three phases in replay order.
+    pub const ALL: [Phase; 3] = [Phase::ColdEpoch, Phase::NextEpoch, Phase::Steady];
+
+    /// The phase of a batch `epochs_after` epochs after the first batch's.
+    pub fn of_offset(epochs_after: u64) -> Phase {
+        match epochs_after {
+            0 => Phase::ColdEpoch,
+            1 => Phase::NextEpoch,
+            _ => Phase::Steady,
+        }
+    }
+
+    /// Name as printed in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::ColdEpoch => "cold epoch",
+            Phase::NextEpoch => "next epoch",
+            Phase::Steady => "steady",
+        }
+    }
+}
+
+/// Wall and storage time of one row in one phase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseTimes {
+    /// Batches in the phase.
+    pub batches: usize,
+    /// Median batch wall time, ms.
+    pub median_ms: f64,
+    /// Sum of batch wall times, s.
+    pub total_s: f64,
+    /// Median time inside storage calls per batch, ms.
+    pub storage_median_ms: f64,
+    /// Sum of storage time, s.
+    pub storage_total_s: f64,
+}
+
+/// A row's times in `phase`; `None` if the row has no batch in it.
+pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
+    let first = row.batches.first()?.current_epoch;
+    let in_phase: Vec<&BatchRecord> = row
+        .batches
+        .iter()
+        .filter(|b| Phase::of_offset(b.current_epoch.saturating_sub(first)) == phase)
+        .collect();
+    if in_phase.is_empty() {
+        return None;
+    }
+    let wall: Vec<f64> = in_phase.iter().map(|b| b.wall_ms).collect();
+    let storage: Vec<f64> = in_phase.iter().map(|b| b.storage_ms).collect();
+    let (wall, storage) = (Summary::of(&wall), Summary::of(&storage));
+    Some(PhaseTimes {
+        batches: in_phase.len(),
+        median_ms: wall.median,
+        total_s: wall.sum / 1000.0,
+        storage_median_ms: storage.median,
+        storage_total_s: storage.sum / 1000.0,
+    })
+}
+
+/// The per-phase table: end-to-end and storage time, medians and totals, with ratios to the
+/// row's LMDB baseline in the same phase.
+pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
+    if group
+        .iter()
+        .all(|(_, r)| r.batches.iter().all(|b| b.storage_ms == 0.0))
+    {
+        return;
+    }
+    s.push_str(
+        "Where the time goes, by phase (*storage*: time inside the backend's calls — get, put, \
+         del, cursors, commit; the rest of a batch is the slasher's own work, the same code for \
+         every backend):\n\n",
+    );
+    s.push_str(
+        "| run | backend | phase | batches | median | total s | storage median | storage total s | \
+         storage share | median ×LMDB | total ×LMDB | storage median ×LMDB | storage total ×LMDB |\n",
+    );
+    s.push_str("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (run_index, r) in group {
+        let base = baseline(r, group);
+        for phase in Phase::ALL {
+            let Some(t) = phase_times(r, phase) else {
+                continue;
+            };
+            let b = base.and_then(|b| phase_times(b, phase));
+            let share = if t.total_s > 0.0 {
+                format!("{:.0} %", 100.0 * t.storage_total_s / t.total_s)
+            } else {
+                "–".into()
+            };
+            let _ = writeln!(
+                s,
+                "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {share} | {} | {} | {} | {} |",
+                r.name,
+                phase.name(),
+                t.batches,
+                t.median_ms,
+                t.total_s,
+                t.storage_median_ms,
+                t.storage_total_s,
+                ratio(t.median_ms, b.map(|b| b.median_ms)),
+                ratio(t.total_s, b.map(|b| b.total_s)),
+                ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms)),
+                ratio(t.storage_total_s, b.map(|b| b.storage_total_s)),
+            );
+        }
+    }
+    s.push('\n');
+}
+
+/// How a long run aged: the figures the soak is judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SoakTrend {
+    /// Batches in the steady phase (after the cold and the next epoch).
+    pub warm_batches: usize,
+    /// Median batch time of the last 10 % of warm batches over that of the first 10 %: above 1
+    /// is a slowdown over the run.
+    pub trend: f64,
+    /// Median warm batch, ms.
+    pub warm_median_ms: f64,
+    /// Slowest warm batch, ms.
+    pub largest_stall_ms: f64,
+    /// Apparent database size after the last sample.
+    pub end_db_bytes: u64,
+    /// Filesystem growth after the last sample, if measured.
+    pub end_fs_growth_bytes: Option<i64>,
+    /// Most live snapshots in any sample.
+    pub max_snapshots: u64,
+    /// Extents after the last sample, if measured.
+    pub end_extents: Option<u64>,
+}
+
+/// The soak figures of a row; `None` without samples or without warm batches.
+pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
+    let last_sample = row.samples.last()?;
+    let first = row.batches.first()?.current_epoch;
+    let warm: Vec<f64> = row
+        .batches
+        .iter()
+        .filter(|b| b.current_epoch >= first + 2)
+        .map(|b| b.wall_ms)
+        .collect();
+    if warm.is_empty() {
+        return None;
+    }
+    let tenth = (warm.len() / 10).max(1);
+    let head = Summary::of(&warm[..tenth]).median;
+    let tail = Summary::of(&warm[warm.len() - tenth..]).median;
+    let all = Summary::of(&warm);
+    Some(SoakTrend {
+        warm_batches: warm.len(),
+        trend: if head > 0.0 { tail / head } else { f64::NAN },
+        warm_median_ms: all.median,
+        largest_stall_ms: all.max,
+        end_db_bytes: last_sample.db_bytes,
+        end_fs_growth_bytes: last_sample.fs_growth_bytes,
+        max_snapshots: row.samples.iter().map(|s| s.snapshots).max().unwrap_or(0),
+        end_extents: last_sample.extents,
+    })
+}
+
+/// The soak table (rows with samples only).
+fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let rows: Vec<(usize, &BackendResult, SoakTrend)> = group
+        .iter()
+        .filter_map(|(i, r)| soak_trend(r).map(|t| (*i, *r, t)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str(
+        "Soak (`--sample-every`): *trend* is the median batch of the last 10 % of warm batches \
+         (after the first two epochs) over that of the first 10 %; *stall* is the slowest warm \
+         batch over the warm median; sizes and extents after the last batch; *fs growth* is \
+         what the database's filesystem gained since the backend opened (snapshots and \
+         not-yet-reclaimed space included; exact only if nothing else writes there).\n\n",
+    );
+    s.push_str(
+        "| run | backend | warm batches | warm median | trend | largest stall | stall ÷ median | \
+         DB MiB | fs growth MiB | fs growth ÷ DB | max snapshots | extents |\n",
+    );
+    s.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (i, r, t) in rows {
+        let fs_ratio = t
+            .end_fs_growth_bytes
+            .filter(|_| t.end_db_bytes > 0)
+            .map_or_else(
+                || "–".into(),
+                |g| format!("{:.2}", g as f64 / t.end_db_bytes as f64),
+            );
+        let growth = t
+            .end_fs_growth_bytes
+            .map_or_else(|| "n/m".into(), |g| format!("{:.1}", g as f64 / 1048576.0));
+        let _ = writeln!(
+            s,
+            "| {i} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {} | {} | {fs_ratio} | {} | {} |",
+            r.name,
+            t.warm_batches,
+            t.warm_median_ms,
+            t.trend,
+            t.largest_stall_ms,
+            t.largest_stall_ms / t.warm_median_ms,
+            mib(t.end_db_bytes),
+            growth,
+            t.max_snapshots,
+            t.end_extents
+                .map_or_else(|| "n/m".into(), |e| e.to_string()),
+        );
+    }
+    s.push('\n');
+}
+
+/// The warnings at the top of `report.md`: an interrupted run and failed rows, with the reason.
+fn render_run_status(s: &mut String, index: usize, run: &Run) {
+    if run.interrupted {
+        let done: Vec<String> = run
+            .backends
+            .iter()
+            .map(|r| {
+                format!(
+                    "`{}` {} batches{}",
+                    r.name,
+                    r.batches.len(),
+                    if r.interrupted { " (partial)" } else { "" }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "**INTERRUPTED**: run {index} was stopped by {} before it was complete; its rows hold \
+             only the batches done, of {} asked for: {}{}. Partial rows are not comparable with \
+             complete ones.\n",
+            run.interrupted_by.as_deref().unwrap_or("a signal"),
+            run.fixture.batches_replayed,
+            if done.is_empty() {
+                "no row".to_string()
+            } else {
+                done.join(", ")
+            },
+            if run.not_started.is_empty() {
+                String::new()
+            } else {
+                format!("; not started: {}", run.not_started.join(", "))
+            }
+        );
+    }
+    for failure in &run.failures {
+        let _ = writeln!(
+            s,
+            "**FAILED** (run {index}) `{}`: {}\n",
+            failure.backend, failure.error
+        );
+    }
+}
+
+fn render_run_details(s: &mut String, index: usize, run: &Run) {
+    let m = &run.machine;
+    let b = &run.build;
+    let c = &run.slasher_config;
+    let _ = writeln!(s, "## Run {index}: environment\n");
+    let _ = writeln!(s, "- command: `{}`", run.command.join(" "));
+    let _ = writeln!(
+        s,
+        "- fixture: `{}` ({}), {} of {} batches replayed, records sha256 `{}`",
+        run.fixture.name,
+        run.fixture.path.display(),
+        run.fixture.batches_replayed,
+        run.fixture.batch_count,
+        run.fixture.records_sha256
+    );
+    let _ = writeln!(
+        s,
+        "- slasher config: C = {}, K = {}, H = {}, LRU {}, max_db_size_mbs {}, durability \
+         requested: {}",
+        c.chunk_size,
+        c.validator_chunk_size,
+        c.history_length,
+        c.attestation_root_cache_size,
+        c.max_db_size_mbs,
+        c.durability_requested
+    );
+    let _ = writeln!(
+        s,
+        "- machine: kernel {}, CPU {} ({} online, {} available to the process), RAM {} GiB",
+        m.kernel.as_deref().unwrap_or("?"),
+        m.cpu_model.as_deref().unwrap_or("?"),
+        m.cpus_online.map_or("?".into(), |n| n.to_string()),
+        m.cpus_available.map_or("?".into(), |n| n.to_string()),
+        m.ram_bytes.map_or("?".into(), |r| format!(
+            "{:.1}",
+            r as f64 / (1u64 << 30) as f64
+        )),
+    );
+    let _ = writeln!(
+        s,
+        "- build: {} profile, git {}{}",
+        b.profile,
+        b.git_revision.as_deref().unwrap_or("unknown"),
+        if b.git_dirty == Some(true) {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        }
+    );
+    if b.profile != "release" {
+        let _ = writeln!(
+            s,
+            "- **WARNING: not a release build; these times are not benchmarks.**"
+        );
+    }
+    let versions: Vec<String> = b
+        .crate_versions
+        .iter()
+        .map(|v| format!("{} {}", v.name, v.version))
+        .collect();
+    let _ = writeln!(s, "- crates: {}", versions.join(", "));
+    for r in &run.backends {
+        let f = &r.fs;
+        let _ = writeln!(
+            s,
+            "- `{}`: {} (statfs magic {}) at {}, mounted on {} from {}{} with `{}` / `{}`; \
+             database in {}; durable: {}",
+            r.name,
+            f.fs_type,
+            f.magic,
+            f.path.display(),
+            f.mount_point
+                .as_ref()
+                .map_or("?".into(), |p| p.display().to_string()),
+            f.device.as_deref().unwrap_or("?"),
+            f.loop_backing_file
+                .as_ref()
+                .map_or(String::new(), |b| format!(" (loop file {b})")),
+            f.mount_options.as_deref().unwrap_or("?"),
+            f.super_options.as_deref().unwrap_or("?"),
+            r.db_dir.display(),
+            r.durable
+        );
+    }
+    for failure in &run.failures {
+        let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
+    }
+    if !run.notes.is_empty() {
+        let _ = writeln!(s, "\nWhat the numbers mean:\n");
+        for note in &run.notes {
+            let _ = writeln!(s, "- {note}");
+        }
+    }
+    s.push('\n');
+}
+
+/// A short plain-text table of every row: for the terminal.
+pub fn summary_table(report: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<26} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "row", "first ms", "median ms", "p99 ms", "max ms", "total s", "med×LMDB", "p99×LMDB"
+    );
+    for group in groups(report).values() {
+        for (_, r) in group {
+            let base = baseline(r, group);
+            let _ = writeln!(
+                s,
+                "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.2} {:>9} {:>9}",
+                format!(
+                    "{}{}{}",
+                    r.name,
+                    if r.durable { "" } else { " (non-durable)" },
+                    if r.interrupted { " (partial)" } else { "" }
+                ),
+                r.first_batch_ms,
+                r.median_batch_ms,
+                r.p99_batch_ms,
+                r.max_batch_ms,
+                r.total_s,
+                ratio(r.median_batch_ms, base.map(|b| b.median_batch_ms)),
+                ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,184 @@
+//! Unit tests of the report: gate, phases, soak trend, rendering.
+
+use super::render::{baseline, ratio, render_phases};
+use super::*;
+
+fn row(name: &str, backend: &str, fs: &str, digests: &[Option<&str>]) -> BackendResult {
+    BackendResult {
+        name: name.into(),
+        backend: backend.into(),
+        filesystem: fs.into(),
+        durable: true,
+        median_batch_ms: 2.0,
+        batches: digests
+            .iter()
+            .enumerate()
+            .map(|(i, d)| BatchRecord {
+                index: i as u64,
+                slashings_digest: d.map(str::to_string),
+                attester_slashings: usize::from(d.is_some()),
+                ..BatchRecord::default()
+            })
+            .collect(),
+        ..BackendResult::default()
+    }
+}
+
+/// A row whose batches have the given (epoch, wall ms, storage ms).
+fn timed_row(name: &str, backend: &str, batches: &[(u64, f64, f64)]) -> BackendResult {
+    BackendResult {
+        name: name.into(),
+        backend: backend.into(),
+        filesystem: "ext4".into(),
+        durable: true,
+        batches: batches
+            .iter()
+            .enumerate()
+            .map(|(i, &(current_epoch, wall_ms, storage_ms))| BatchRecord {
+                index: i as u64,
+                current_epoch,
+                wall_ms,
+                storage_ms,
+                ..BatchRecord::default()
+            })
+            .collect(),
+        ..BackendResult::default()
+    }
+}
+
+#[test]
+fn phases_split_by_epoch_after_the_first_batch() {
+    let r = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[
+            (10, 100.0, 40.0),
+            (10, 300.0, 60.0),
+            (10, 200.0, 50.0),
+            (11, 50.0, 10.0),
+            (12, 20.0, 5.0),
+            (14, 40.0, 7.0),
+        ],
+    );
+    let cold = phase_times(&r, Phase::ColdEpoch).expect("cold");
+    assert_eq!(cold.batches, 3);
+    assert_eq!(cold.median_ms, 200.0);
+    assert!((cold.total_s - 0.6).abs() < 1e-9);
+    assert_eq!(cold.storage_median_ms, 50.0);
+    assert!((cold.storage_total_s - 0.15).abs() < 1e-9);
+    let next = phase_times(&r, Phase::NextEpoch).expect("next");
+    assert_eq!((next.batches, next.median_ms), (1, 50.0));
+    let steady = phase_times(&r, Phase::Steady).expect("steady");
+    assert_eq!((steady.batches, steady.median_ms), (2, 20.0));
+    assert!((steady.storage_total_s - 0.012).abs() < 1e-9);
+    let short = timed_row("lmdb@ext4", "lmdb", &[(3, 1.0, 0.5)]);
+    assert!(phase_times(&short, Phase::NextEpoch).is_none());
+}
+
+#[test]
+fn soak_trend_compares_the_last_warm_tenth_with_the_first() {
+    // Epochs 0 and 1 are not warm; 20 warm batches: the first two at 10 ms, the last two
+    // at 25 ms and 35 ms.
+    let mut batches = vec![(0, 500.0, 0.0), (1, 300.0, 0.0)];
+    batches.extend((0..20).map(|i| {
+        let wall = match i {
+            0 | 1 => 10.0,
+            18 => 25.0,
+            19 => 35.0,
+            _ => 20.0,
+        };
+        (2 + i / 4, wall, 0.0)
+    }));
+    let mut r = timed_row("butter@btrfs", "butter", &batches);
+    assert!(soak_trend(&r).is_none(), "no samples, no soak figures");
+    r.samples = vec![
+        Sample {
+            index: 10,
+            snapshots: 3,
+            ..Sample::default()
+        },
+        Sample {
+            index: 21,
+            db_bytes: 4096,
+            snapshots: 1,
+            extents: Some(7),
+            ..Sample::default()
+        },
+    ];
+    let t = soak_trend(&r).expect("figures");
+    assert_eq!(t.warm_batches, 20);
+    assert!((t.trend - 2.5).abs() < 1e-9, "trend {}", t.trend);
+    assert_eq!(t.largest_stall_ms, 35.0);
+    assert_eq!(t.warm_median_ms, 20.0);
+    assert_eq!(
+        (t.end_db_bytes, t.max_snapshots, t.end_extents),
+        (4096, 3, Some(7))
+    );
+}
+
+#[test]
+fn phase_table_compares_storage_with_lmdb_in_the_same_phase() {
+    let lmdb = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 80.0), (2, 50.0, 40.0)]);
+    let butter = timed_row("butter@ext4", "butter", &[(1, 90.0, 40.0), (2, 30.0, 10.0)]);
+    let mut s = String::new();
+    render_phases(&mut s, &[(0, &lmdb), (1, &butter)]);
+    let line = s
+        .lines()
+        .find(|l| l.contains("butter@ext4") && l.contains("next epoch"))
+        .expect("butter's next-epoch line");
+    // storage median 10 / 40 and storage total 0.010 s / 0.040 s.
+    assert!(line.ends_with("| 0.25× | 0.25× |"), "{line}");
+    assert!(line.contains("| 33 % |"), "{line}");
+    // Reports written before storage time was measured get no phase table.
+    let old = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 0.0)]);
+    let mut s = String::new();
+    render_phases(&mut s, &[(0, &old)]);
+    assert!(s.is_empty());
+}
+
+#[test]
+fn gate_names_the_first_differing_batch_and_rows() {
+    let a = row(
+        "lmdb@ext4",
+        "lmdb",
+        "ext4",
+        &[None, Some("aa"), None, Some("bb")],
+    );
+    let b = row(
+        "redb@ext4",
+        "redb",
+        "ext4",
+        &[None, Some("aa"), None, Some("cc")],
+    );
+    assert!(first_disagreement(&[&a, &a.clone()]).is_none());
+    let d = first_disagreement(&[&a, &b]).expect("they differ");
+    assert_eq!(d.batch_index, 3);
+    let text = d.to_string();
+    assert!(text.contains("batch 3") && text.contains("lmdb@ext4") && text.contains("redb@ext4"));
+    let short = row("mdbx@ext4", "mdbx", "ext4", &[None, Some("aa")]);
+    let d = first_disagreement(&[&a, &short]).expect("a missing batch differs");
+    assert_eq!(
+        d.batch_index, 2,
+        "batch 2 has no slashings in `a` and is missing in `short`"
+    );
+}
+
+#[test]
+fn ratios_prefer_lmdb_on_the_same_filesystem() {
+    let mut ext4 = row("lmdb@ext4", "lmdb", "ext4", &[]);
+    ext4.median_batch_ms = 4.0;
+    let btrfs = row("lmdb@btrfs", "lmdb", "btrfs", &[]);
+    let butter = row("butter@btrfs", "butter", "btrfs", &[]);
+    let xfs = row("redb@xfs", "redb", "xfs", &[]);
+    let group = vec![(0, &ext4), (1, &btrfs), (1, &butter), (2, &xfs)];
+    assert_eq!(
+        baseline(&butter, &group).map(|b| b.name.as_str()),
+        Some("lmdb@btrfs")
+    );
+    assert_eq!(
+        baseline(&xfs, &group).map(|b| b.name.as_str()),
+        Some("lmdb@ext4")
+    );
+    assert_eq!(ratio(3.0, Some(2.0)), "1.50×");
+    assert_eq!(ratio(3.0, None), "–");
+}
