@@ -392,9 +392,11 @@ pub mod charts;
 mod cli;
 mod gate;
 mod render;
+mod scale;
 #[cfg(test)]
 mod tests;
 
 pub use cli::{load, merge, run, ReportArgs};
 pub use gate::{correctness, first_disagreement, gate, groups, missing_expected, Groups};
 pub use render::*;
+pub use scale::{render_scale, scale_rows, ScaleRow};

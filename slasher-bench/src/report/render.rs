@@ -237,6 +237,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
             let _ = writeln!(s, "![{}]({file})\n", chart.title);
         }
     }
+    super::scale::render_scale(&mut s, report);
     for (i, run) in report.runs.iter().enumerate() {
         render_run_details(&mut s, i, run);
     }

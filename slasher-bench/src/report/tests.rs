@@ -182,3 +182,105 @@ fn ratios_prefer_lmdb_on_the_same_filesystem() {
     assert_eq!(ratio(3.0, Some(2.0)), "1.50×");
     assert_eq!(ratio(3.0, None), "–");
 }
+
+fn run_with(validators: u64, backends: Vec<BackendResult>) -> Run {
+    Run {
+        started_unix_s: 0,
+        command: Vec::new(),
+        fixture: FixtureInfo {
+            path: PathBuf::from("f"),
+            name: format!("v{validators}"),
+            records_sha256: format!("sha{validators}"),
+            batch_count: 4,
+            batches_replayed: 4,
+            manifest: serde_json::json!({"description": {"validator_count": validators}}),
+        },
+        slasher_config: SlasherConfigInfo {
+            chunk_size: 16,
+            validator_chunk_size: 256,
+            history_length: 256,
+            attestation_root_cache_size: 100_000,
+            max_db_size_mbs: 512,
+            durability_requested: "immediate".into(),
+            tile_codec: "lighthouse".into(),
+            update_period_s: 12,
+        },
+        machine: Default::default(),
+        build: Default::default(),
+        notes: Vec::new(),
+        backends,
+        failures: Vec::new(),
+        correctness: Correctness::default(),
+        interrupted: false,
+        interrupted_by: None,
+        not_started: Vec::new(),
+    }
+}
+
+#[test]
+fn scale_rows_compare_with_lmdb_at_the_same_validator_count() {
+    // (epoch, wall ms): one cold, one next, two steady batches.
+    let row = |name: &str, backend: &str, scale: f64, db: u64| {
+        let mut r = timed_row(
+            name,
+            backend,
+            &[
+                (10, 100.0 * scale, 0.0),
+                (11, 20.0 * scale, 0.0),
+                (12, 10.0 * scale, 0.0),
+                (12, 30.0 * scale, 0.0),
+            ],
+        );
+        r.first_batch_ms = 1.0;
+        r.batches[0].attestations = 3;
+        r.db_bytes_final = db;
+        r.peak_rss_bytes = Some(db * 2);
+        r
+    };
+    let one = Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: String::new(),
+        runs: vec![run_with(
+            1_000,
+            vec![
+                row("lmdb@ext4", "lmdb", 1.0, 100),
+                row("butter@ext4", "butter", 0.5, 50),
+            ],
+        )],
+    };
+    assert!(
+        scale_rows(&one).is_empty(),
+        "one validator count: no scale table"
+    );
+
+    let mut two = one.clone();
+    two.runs.push(run_with(
+        2_000,
+        vec![
+            row("lmdb@ext4", "lmdb", 4.0, 400),
+            row("butter@ext4", "butter", 1.0, 800),
+        ],
+    ));
+    let rows = scale_rows(&two);
+    assert_eq!(rows.len(), 4);
+    let (butter, base) = rows
+        .iter()
+        .find(|(r, _)| r.validators == 2_000 && r.name == "butter@ext4")
+        .expect("butter at 2,000");
+    let base = base.as_ref().expect("an LMDB baseline");
+    assert_eq!(base.validators, 2_000);
+    assert_eq!(base.name, "lmdb@ext4");
+    assert_eq!(butter.cold_epoch_total_s, 0.1);
+    assert_eq!(butter.steady, Some((10.0, 30.0)));
+    assert_eq!(base.cold_epoch_total_s, 0.4);
+    let mut md = String::new();
+    render_scale(&mut md, &two);
+    assert!(md.contains("## Scale"), "{md}");
+    // butter at 2,000: first batch 100 vs LMDB's 400 -> 0.25×; DB 800 vs 400 -> 2.00×.
+    let line = md
+        .lines()
+        .find(|l| l.contains("| 2000 | butter@ext4 |"))
+        .expect("butter's line");
+    assert!(line.contains("| 0.25× |"), "{line}");
+    assert!(line.contains("| 2.00× |"), "{line}");
+}

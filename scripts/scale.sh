@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The scale table: butter@btrfs against lmdb@ext4 on generated fixtures of today's shape
+# (Electra attestations, `slasher-bench generate`) at several validator counts, each count one
+# `scripts/bench.sh` pair, merged into one report whose report.md has a "Scale" section.
+#
+#   sudo scripts/scale.sh
+#
+# Environment (all optional):
+#   SCALE_VALIDATORS   validator counts (default "500000 1100000 2000000")
+#   SCALE_EPOCHS       epochs per fixture (default 3: the cold epoch, the next, one steady)
+#   SCALE_SEED         generator seed (default 1)
+#   SCALE_ROWS         rows of each pair (default lmdb@ext4,butter@btrfs)
+#   SCALE_OUT          report directory (default: $CARGO_TARGET_DIR/scale/<date-time>)
+#   BENCH_REPLAY_ARGS  replay settings for every row; the default is Lighthouse's (history
+#                      4096), whose cold epoch takes hours at 1.1M validators on 2 cores, so
+#                      e.g. BENCH_REPLAY_ARGS="--history-length 256" for a run in about an hour
+#   and bench.sh's variables (BENCH_IMAGE_SIZE, BENCH_TMPDIR, BENCH_EXT4_DIR, BENCH_BTRFS_DIR).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+BIN=$TARGET/release/slasher-bench
+LOG_TAG=scale.sh
+PACKAGES=()
+# shellcheck source=scripts/common.sh
+source "$REPO/scripts/common.sh"
+VALIDATORS=${SCALE_VALIDATORS:-500000 1100000 2000000}
+EPOCHS=${SCALE_EPOCHS:-3}
+SEED=${SCALE_SEED:-1}
+OUT=${SCALE_OUT:-$TARGET/scale/$(date +%Y%m%d-%H%M%S)}
+
+find_cargo
+cargo build --release -q -p slasher-bench
+mkdir -p "$OUT" "$TARGET/fixtures"
+START=$SECONDS
+RUNS=()
+RC=0
+for n in $VALIDATORS; do
+    fixture=$TARGET/fixtures/synthetic-electra-v$n-e$EPOCHS-s$SEED.fixture
+    if [[ ! -f $fixture ]]; then
+        log "generating $fixture"
+        "$BIN" generate --validators "$n" --epochs "$EPOCHS" --seed "$SEED" --out "$fixture.part"
+        mv "$fixture.part" "$fixture"
+    fi
+    log "validators $n: elapsed $((SECONDS - START)) s"
+    BENCH_FIXTURE=$fixture BENCH_BATCHES=all BENCH_ROWS=${SCALE_ROWS:-lmdb@ext4,butter@btrfs} \
+        BENCH_OUT=$OUT/v$n "$REPO/scripts/bench.sh" || {
+        RC=$?
+        log "validators $n: bench.sh failed (exit $RC); going on"
+    }
+    for row in "$OUT/v$n"/*/; do
+        [[ -f $row/report.json ]] && RUNS+=("${row%/}")
+    done
+done
+((${#RUNS[@]})) || die "no run produced a report"
+"$BIN" report "${RUNS[@]}" --out "$OUT" >/dev/null || RC=$?
+log "done in $((SECONDS - START)) s; the scale table is in $OUT/report.md (section Scale)"
+sed -n '/^## Scale/,/^## Run/p' "$OUT/report.md" | sed '$d'
+exit "$RC"
