@@ -1,8 +1,10 @@
 //! Every filesystem side effect of the engine goes through [`Fs`], so tests can inject faults
-//! (fail the N-th operation, stop making anything durable) without touching engine code.
-//! Reads (open, read, list) go straight to `std::fs`: they have no side effects.
+//! (fail the N-th operation, stop making anything durable) without touching engine code,
+//! including the database directory's creation and the lock file's. Reads (open, read, list)
+//! go straight to `std::fs`: they have no side effects.
 
 use std::fmt::Debug;
+use std::fs::File;
 use std::io;
 use std::path::Path;
 
@@ -52,6 +54,14 @@ pub trait Fs: Send + Sync + Debug {
     /// Create the directory `path` (its parent must exist) with permission bits `mode`.
     fn create_dir(&self, path: &Path, mode: u32) -> io::Result<()>;
 
+    /// Create `path` and every missing ancestor as plain directories (`mkdir -p`, default
+    /// permissions less the umask); `Ok` if it exists as a directory already.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+
+    /// Open the lock file `path` for reading and writing, creating it empty with permission
+    /// bits `mode` if it is missing; a symlink is refused (`ELOOP`), never followed.
+    fn open_lock_file(&self, path: &Path, mode: u32) -> io::Result<File>;
+
     /// Set the permission bits of `path` (not followed if it is a symlink: refused).
     fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()>;
 
@@ -70,7 +80,7 @@ pub use crate::sys::{
 };
 
 use std::ffi::OsStr;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -370,6 +380,21 @@ impl Fs for BtrfsFs {
         std::fs::DirBuilder::new().mode(mode).create(path)
     }
 
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+
+    fn open_lock_file(&self, path: &Path, mode: u32) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    }
+
     fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {
         if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
             return Err(invalid_path(path, "is a symlink"));
@@ -474,7 +499,7 @@ impl FaultyFs {
     }
 
     /// Counts one operation and runs it unless the plan fails it.
-    fn run(&self, name: &'static str, op: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    fn run<T>(&self, name: &'static str, op: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
         let fault = {
             let mut s = self.lock();
             s.ops += 1;
@@ -536,6 +561,14 @@ impl Fs for FaultyFs {
 
     fn create_dir(&self, path: &Path, mode: u32) -> io::Result<()> {
         self.run("create_dir", || self.inner.create_dir(path, mode))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.run("create_dir_all", || self.inner.create_dir_all(path))
+    }
+
+    fn open_lock_file(&self, path: &Path, mode: u32) -> io::Result<File> {
+        self.run("open_lock_file", || self.inner.open_lock_file(path, mode))
     }
 
     fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {

@@ -171,3 +171,50 @@ fn oversized_key_or_value_is_a_typed_error() {
         vec![(b"kept".to_vec(), b"1".to_vec())]
     );
 }
+
+/// Opening a database at a new path creates its parent directories, the directory and the lock
+/// file through `Fs` (so the fault tiers reach them); a failure there is a typed error that
+/// names the path and leaves nothing behind it.
+#[test]
+fn open_creates_directories_and_lock_file_through_fs() {
+    use butter_db::fs::{FaultPlan, FaultTiming, FaultyFs, Fs};
+    use std::sync::Arc;
+    let Some(dir) = common::btrfs_dir("open_through_fs") else {
+        return;
+    };
+    let db = dir.path.join("a/b/db");
+    let failing_at = |at: u64| {
+        let fs = Arc::new(FaultyFs::with_plan(FaultPlan {
+            at,
+            errno: libc::EIO,
+            sticky: false,
+            timing: FaultTiming::Before,
+        }));
+        let err = Env::builder(&db)
+            .with_fs(fs.clone() as Arc<dyn Fs>)
+            .open()
+            .expect_err("the fault fails the open");
+        (err, fs.failures())
+    };
+    // Operation 1: the missing parents.
+    let (err, failed) = failing_at(1);
+    assert_eq!(failed, [(1, "create_dir_all")]);
+    assert!(
+        matches!(&err, Error::Io { op: "create database directory", path, .. }
+            if path == &dir.path.join("a/b")),
+        "{err:?}"
+    );
+    assert!(!dir.path.join("a").exists(), "nothing was created");
+    // Operation 3 (after the parents and the directory): the lock file.
+    let (err, failed) = failing_at(3);
+    assert_eq!(failed, [(3, "open_lock_file")]);
+    assert!(
+        matches!(&err, Error::Io { op: "open lock file", path, .. }
+            if path == &db.join("butter.lock")),
+        "{err:?}"
+    );
+    assert!(db.is_dir(), "the directory exists from operation 2");
+    assert!(!db.join("butter.lock").exists(), "no lock file");
+    // A healthy filesystem opens it.
+    Env::open_path(&db).expect("open");
+}

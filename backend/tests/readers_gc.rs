@@ -54,6 +54,12 @@ impl Fs for GatedFs {
     fn create_dir(&self, path: &Path, mode: u32) -> io::Result<()> {
         BtrfsFs.create_dir(path, mode)
     }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        BtrfsFs.create_dir_all(path)
+    }
+    fn open_lock_file(&self, path: &Path, mode: u32) -> io::Result<std::fs::File> {
+        BtrfsFs.open_lock_file(path, mode)
+    }
     fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {
         BtrfsFs.set_mode(path, mode)
     }

@@ -3,8 +3,6 @@
 //! what a stopped process left.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,7 +36,7 @@ impl Env {
         let fs = b.fs;
         if !root::check_kind(&root, Kind::Dir)? && !root::check_kind(&root, Kind::Subvolume)? {
             if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent)
+                fs.create_dir_all(parent)
                     .map_err(|e| Error::io("create database directory", parent, e))?;
             }
             fs.create_dir(&root, dir_mode)
@@ -53,18 +51,12 @@ impl Env {
             });
         }
         let lock_path = root.join(LOCK_FILE);
-        let lock_file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(file_mode)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&lock_path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
-                _ => Error::io("open lock file", &lock_path, e),
-            })?;
+        let lock_file =
+            fs.open_lock_file(&lock_path, file_mode)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
+                    _ => Error::io("open lock file", &lock_path, e),
+                })?;
         let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
