@@ -135,8 +135,7 @@ fn main() -> Result<(), String> {
         );
     }
     for (_, dir) in &rows {
-        slasher_adapters::butter::delete_subvolumes_in(dir);
-        if let Err(e) = std::fs::remove_dir_all(dir) {
+        if let Err(e) = slasher_adapters::config::destroy_database_dir(dir) {
             eprintln!("could not remove {}: {e}", dir.display());
         }
     }

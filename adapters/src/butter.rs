@@ -39,7 +39,7 @@ pub struct Cursor<'txn, 'env> {
 /// like any other; `rm -rf` cannot delete a read-only snapshot. Anything that is not a
 /// subvolume is left alone, and failures are ignored: what is left makes the caller's removal
 /// of `dir` fail with its own error.
-pub fn delete_subvolumes_in(dir: &Path) {
+pub(crate) fn delete_subvolumes_in(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

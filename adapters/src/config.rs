@@ -1,7 +1,7 @@
 //! Backend selection and the storage part of the slasher's configuration.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::error::Error;
@@ -52,10 +52,13 @@ impl DatabaseBackend {
         }
     }
 
-    /// Whether the backend keeps its data in btrfs subvolumes, so its directory must be on
-    /// btrfs.
-    pub fn needs_btrfs(self) -> bool {
-        matches!(self, DatabaseBackend::Butter)
+    /// The filesystem (its `statfs` name, as `stat -f -c %T` prints it) the backend's directory
+    /// must be on, if it needs one: butter_db keeps its data in btrfs subvolumes.
+    pub fn required_filesystem(self) -> Option<&'static str> {
+        match self {
+            DatabaseBackend::Butter => Some("btrfs"),
+            DatabaseBackend::Lmdb | DatabaseBackend::Mdbx | DatabaseBackend::Redb => None,
+        }
     }
 
     /// Whether this build has the backend compiled in.
@@ -86,6 +89,23 @@ impl DatabaseBackend {
                 feature: self.cargo_feature(),
             })
         }
+    }
+}
+
+/// Remove a database directory made by any backend compiled into this build, and everything in
+/// it; `Ok` if it does not exist. A butter_db directory holds read-only btrfs snapshots, which a
+/// plain recursive removal cannot delete: they are deleted first with butter_db's own deletion
+/// (also as their unprivileged owner). What cannot be removed is reported by the recursive
+/// removal's error.
+///
+/// # Errors
+/// The error of the recursive removal.
+pub fn destroy_database_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(feature = "butter")]
+    crate::butter::delete_subvolumes_in(dir);
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 

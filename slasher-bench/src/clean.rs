@@ -93,20 +93,14 @@ pub fn leftovers_in(dir: &Path) -> Vec<PathBuf> {
 /// # Errors
 /// What removing failed with, with a pointer to `slasher-bench clean`.
 pub fn remove_db_dir(dir: &Path) -> anyhow::Result<()> {
-    #[cfg(feature = "butter")]
-    slasher_adapters::butter::delete_subvolumes_in(dir);
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e).with_context(|| {
-            format!(
-                "removing {} (it may hold read-only btrfs snapshots, which rm -rf cannot delete); \
+    slasher_adapters::config::destroy_database_dir(dir).with_context(|| {
+        format!(
+            "removing {} (it may hold read-only btrfs snapshots, which rm -rf cannot delete); \
                  remove it with `slasher-bench clean {}` as its owner or as root",
-                dir.display(),
-                dir.parent().unwrap_or(dir).display()
-            )
-        }),
-    }
+            dir.display(),
+            dir.parent().unwrap_or(dir).display()
+        )
+    })
 }
 
 /// `slasher-bench clean`.

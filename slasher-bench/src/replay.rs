@@ -16,7 +16,8 @@
 //!
 //! Before the first batch the parent checks every directory it will use: `--out` and each
 //! backend's `--db-dir` must exist or be creatable and be writable, none may be on tmpfs or ramfs,
-//! and butter's must be on btrfs. It then checks the
+//! and a backend that needs a filesystem ([`DatabaseBackend::required_filesystem`]) must be on
+//! it. It then checks the
 //! fixture once (which also puts it in the page cache for every backend alike), merges the
 //! children's results, runs the correctness gate (every backend must find the same slashings in
 //! every batch) and writes `report.json`, `batches.csv`, `report.md` and the charts.
@@ -293,17 +294,20 @@ fn parse_db_dirs(
         .collect()
 }
 
-/// Refuse memory filesystems and butter off btrfs; returns the filesystem.
+/// Refuse memory filesystems and a directory on another filesystem than the backend needs;
+/// returns the filesystem.
 fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<FsInfo> {
     let fs = probe_fs(dir)?;
     refuse_memory_fs(dir, &fs)?;
-    if backend.needs_btrfs() && fs.fs_type != "btrfs" {
-        bail!(
-            "{} is on {}; the {backend} backend needs btrfs (give it a btrfs directory with \
-             --db-dir {backend}=PATH,...)",
-            dir.display(),
-            fs.label()
-        );
+    if let Some(needed) = backend.required_filesystem() {
+        if fs.fs_type != needed {
+            bail!(
+                "{} is on {}; the {backend} backend needs {needed} (give it a {needed} directory \
+                 with --db-dir {backend}=PATH,...)",
+                dir.display(),
+                fs.label()
+            );
+        }
     }
     Ok(fs)
 }
