@@ -1,0 +1,300 @@
+//! The child process: one backend's replay of the fixture, batch by batch, measured.
+
+use super::*;
+
+/// What the child needs.
+#[derive(Debug)]
+pub(super) struct ChildJob<'a> {
+    backend: DatabaseBackend,
+    db: PathBuf,
+    fs: FsInfo,
+    fixture: &'a Path,
+    batches: Option<u64>,
+    non_durable: bool,
+    settings: &'a SlasherSettings,
+    progress: bool,
+    sample_every: Option<u64>,
+    interrupt: Interrupt,
+}
+
+pub(super) struct ChildVisitor<'a>(&'a ChildJob<'a>);
+
+impl BackendVisitor for ChildVisitor<'_> {
+    type Output = anyhow::Result<BackendResult>;
+
+    fn visit<E: Environment>(self) -> Self::Output {
+        replay_backend::<E>(self.0)
+    }
+}
+
+pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
+    // Handlers first, then the parent-death signal, so that SIGTERM always finds a handler.
+    let interrupt = Interrupt::install_child().context("installing the SIGINT/SIGTERM handlers")?;
+    if let Some(parent) = args.parent_pid {
+        interrupt
+            .die_with_parent(parent)
+            .context("prctl(PR_SET_PDEATHSIG)")?;
+    }
+    let backends = parse_backends(&args.backends)?;
+    let [backend] = backends.as_slice() else {
+        bail!("--child-result runs exactly one backend");
+    };
+    let db = PathBuf::from(&args.db_dir);
+    let fs = check_dir(*backend, &db)?;
+    let job = ChildJob {
+        backend: *backend,
+        db,
+        fs,
+        fixture: &args.fixture,
+        batches: args.batches,
+        non_durable: args.non_durable,
+        settings: &args.settings,
+        progress: !args.no_progress,
+        sample_every: args.sample_every,
+        interrupt,
+    };
+    let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
+    let outcome = outcome.and_then(|r| r);
+    if job.interrupt.is_set() {
+        // Interrupted: leave nothing behind, read-only snapshots included.
+        if let Err(e) = remove_db_dir(&job.db) {
+            eprintln!("{}", crate::errors::chain_text(&e));
+        }
+    }
+    let result = outcome?;
+    std::fs::write(result_file, serde_json::to_vec(&result)?)
+        .with_context(|| format!("writing {}", result_file.display()))?;
+    Ok(())
+}
+
+pub(super) fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Replay the fixture on backend `E` in this process. `E` is wrapped in `Timed` so that each
+/// batch records the time spent inside storage calls (`storage_ms`).
+pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendResult> {
+    let mut reader = FixtureReader::open(job.fixture)?;
+    let manifest = reader.manifest().clone();
+    let limit = job
+        .batches
+        .unwrap_or(u64::MAX)
+        .min(manifest.contents.batch_count);
+    let config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
+    let device = job.fs.device.clone().map(PathBuf::from);
+    let device_before = device.as_deref().and_then(device_bytes_written);
+    let io_before = ProcIo::read().context("reading /proc/self/io")?;
+    let fs_used_before = fs_used_bytes(&job.db);
+
+    let t = Instant::now();
+    let slasher = Slasher::<Timed<E>>::create(config.clone())
+        .with_context(|| format!("opening {} in {}", job.backend, job.db.display()))?;
+    let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let durable = slasher.environment().durable();
+    let name = format!(
+        "{}{}@{}",
+        job.backend,
+        if durable { "" } else { "-nondurable" },
+        job.fs.label()
+    );
+
+    let bar = if job.progress {
+        let bar = ProgressBar::new(limit);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix:>16} [{bar:30}] {pos}/{len} batches {elapsed_precise} (eta {eta}) {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(name.clone());
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut batches = Vec::new();
+    let mut samples = Vec::new();
+    let mut found = SlashingsFound::default();
+    let loop_start = Instant::now();
+    let mut interrupted = false;
+    // With an update period of k slots, k fixture batches are queued before each
+    // process_queued, as Lighthouse's slasher service queues a period's worth of slots.
+    let slots_per_batch = job.settings.slots_per_batch();
+    let (mut headers, mut attestations, mut enqueue_ms, mut queued) = (0, 0, 0.0, 0);
+    let mut io_start = ProcIo::read()?;
+    for (position, batch) in reader
+        .by_ref()
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .enumerate()
+    {
+        if job.interrupt.is_set() {
+            interrupted = true;
+            break;
+        }
+        let batch = batch?;
+        if queued == 0 {
+            io_start = ProcIo::read()?;
+        }
+        let t = Instant::now();
+        headers += batch.headers.len();
+        attestations += batch.attestations.len();
+        for header in batch.headers {
+            slasher.accept_block_header(header);
+        }
+        for attestation in batch.attestations {
+            slasher.accept_attestation(attestation);
+        }
+        enqueue_ms += t.elapsed().as_secs_f64() * 1000.0;
+        queued += 1;
+        if queued < slots_per_batch && position as u64 + 1 < limit {
+            continue;
+        }
+
+        let storage_before = slasher.environment().storage_time();
+        let t = Instant::now();
+        let stats = slasher
+            .process_queued(batch.current_epoch)
+            .with_context(|| format!("{name}: process_queued of batch {}", batch.index))?;
+        let process_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t_prune = Instant::now();
+        let prune = slasher
+            .prune_database(batch.current_epoch)
+            .with_context(|| format!("{name}: prune_database of batch {}", batch.index))?;
+        let prune_ms = t_prune.elapsed().as_secs_f64() * 1000.0;
+        let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let storage_ms =
+            (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
+
+        let size = files_size(&slasher.environment().filenames());
+        let io_end = ProcIo::read()?;
+        let attester = slasher.get_attester_slashings();
+        let proposer = slasher.get_proposer_slashings();
+        let digest = slashings_digest(&attester, &proposer);
+        found.attester += attester.len();
+        found.proposer += proposer.len();
+        found
+            .list
+            .extend(summarise(batch.index, &attester, &proposer));
+
+        bar.set_message(format!("last {wall_ms:.1} ms"));
+        bar.inc(1);
+        batches.push(BatchRecord {
+            index: batch.index,
+            slot: batch.slot,
+            current_epoch: batch.current_epoch,
+            headers,
+            attestations,
+            wall_ms,
+            process_ms,
+            prune_ms,
+            storage_ms,
+            commit_ms: ms(stats.timings.commit_us + prune.commit_us),
+            process_commit_ms: ms(stats.timings.commit_us),
+            prune_commit_ms: ms(prune.commit_us),
+            enqueue_ms,
+            db_bytes: size.apparent,
+            bytes_written: io_end.since(&io_start).write_bytes,
+            tiles_written: stats.attestation_stats.num_tiles_written,
+            deferred: stats.attestation_stats.num_deferred,
+            attester_slashings: attester.len(),
+            proposer_slashings: proposer.len(),
+            slashings_digest: digest,
+        });
+        (headers, attestations, enqueue_ms, queued) = (0, 0, 0.0, 0);
+        let done = batches.len() as u64;
+        let last = position as u64 + 1 == limit;
+        if job.sample_every.is_some_and(|n| done % n == 0 || last) {
+            samples.push(take_sample(
+                batch.index,
+                &job.db,
+                &slasher.environment().filenames(),
+                fs_used_before,
+                device.as_deref().zip(device_before),
+            ));
+        }
+    }
+    let elapsed_s = loop_start.elapsed().as_secs_f64();
+    bar.finish();
+
+    let size = files_size(&slasher.environment().filenames());
+    let io = ProcIo::read()?.since(&io_before);
+    // Flush whatever a non-durable backend left in the page cache so that the device counter
+    // covers all of this run's writes (outside every timed region).
+    if let Ok(dir) = std::fs::File::open(&job.db) {
+        let _ = rustix::fs::syncfs(&dir);
+    }
+    let device_after = device.as_deref().and_then(device_bytes_written);
+    drop(slasher);
+
+    let expected_slashings =
+        expected_within(&manifest, batches.len() as u64).map(|e| check_expected(&e, &found.list));
+    let walls: Vec<f64> = batches.iter().map(|b| b.wall_ms).collect();
+    let commits: Vec<f64> = batches.iter().map(|b| b.commit_ms).collect();
+    let wall = Summary::of(&walls);
+    let commit = Summary::of(&commits);
+    Ok(BackendResult {
+        name,
+        backend: job.backend.name().into(),
+        filesystem: job.fs.label(),
+        durable,
+        durability: durability_name(config.durability).into(),
+        fs: job.fs.clone(),
+        db_dir: job.db.clone(),
+        open_ms,
+        first_batch_ms: batches.first().map_or(0.0, |b| b.wall_ms),
+        median_batch_ms: wall.median,
+        p99_batch_ms: wall.p99,
+        max_batch_ms: wall.max,
+        mean_batch_ms: wall.mean,
+        total_s: wall.sum / 1000.0,
+        elapsed_s,
+        median_commit_ms: commit.median,
+        p99_commit_ms: commit.p99,
+        commit_total_s: commit.sum / 1000.0,
+        db_bytes_final: size.apparent,
+        db_allocated_bytes_final: size.allocated,
+        bytes_written: io.write_bytes,
+        proc_io: io,
+        device_bytes_written: device_before
+            .zip(device_after)
+            .map(|(before, after)| after.saturating_sub(before)),
+        sync_calls: None,
+        peak_rss_bytes: peak_rss_bytes(),
+        slashings: found,
+        expected_slashings,
+        batches,
+        samples,
+        interrupted,
+    })
+}
+
+/// The soak's view of the database after batch `index`; see [`Sample`].
+pub(super) fn take_sample(
+    index: u64,
+    db: &Path,
+    files: &[PathBuf],
+    fs_used_before: Option<u64>,
+    device: Option<(&Path, u64)>,
+) -> Sample {
+    let size = files_size(files);
+    let snapshots = std::fs::read_dir(db).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+            .count() as u64
+    });
+    Sample {
+        index,
+        db_bytes: size.apparent,
+        db_allocated_bytes: size.allocated,
+        fs_growth_bytes: fs_used_before
+            .zip(fs_used_bytes(db))
+            .map(|(before, now)| now as i64 - before as i64),
+        btrfs_metadata_used_bytes: btrfs_metadata_used_bytes(db),
+        extents: extent_count(files),
+        snapshots,
+        rss_bytes: current_rss_bytes(),
+        device_bytes_written: device.and_then(|(dev, before)| {
+            device_bytes_written(dev).map(|after| after.saturating_sub(before))
+        }),
+    }
+}

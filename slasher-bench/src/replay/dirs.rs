@@ -1,0 +1,137 @@
+//! The backends and directories of a run, checked before any backend starts.
+
+use super::*;
+
+/// Parse `--backends` (not given: every compiled backend; given but empty: an error).
+pub(super) fn parse_backends(names: &[String]) -> anyhow::Result<Vec<DatabaseBackend>> {
+    if names.is_empty() {
+        let all = DatabaseBackend::compiled();
+        if all.is_empty() {
+            bail!(
+                "this build has no backend compiled in (cargo features lmdb, mdbx, redb, butter)"
+            );
+        }
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let backend: DatabaseBackend = name.parse()?;
+        backend.ensure_compiled()?;
+        if out.contains(&backend) {
+            bail!("--backends names {name} twice");
+        }
+        out.push(backend);
+    }
+    if out.is_empty() {
+        bail!(
+            "--backends names no backend; give a comma-separated list of {} (or leave --backends \
+             out to run every compiled backend)",
+            DatabaseBackend::compiled()
+                .iter()
+                .map(|b| b.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(out)
+}
+
+/// Parse `--db-dir`: `DIR`, or `name=PATH,...` with an entry for every backend.
+pub(super) fn parse_db_dirs(
+    spec: &str,
+    backends: &[DatabaseBackend],
+) -> anyhow::Result<BTreeMap<DatabaseBackend, PathBuf>> {
+    if !spec.contains('=') {
+        return Ok(backends.iter().map(|b| (*b, PathBuf::from(spec))).collect());
+    }
+    let mut given = BTreeMap::new();
+    for entry in spec.split(',').filter(|e| !e.trim().is_empty()) {
+        let (name, path) = entry
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--db-dir entry {entry:?} is not NAME=PATH"))?;
+        let backend: DatabaseBackend = name.trim().parse()?;
+        given.insert(backend, PathBuf::from(path.trim()));
+    }
+    backends
+        .iter()
+        .map(|b| {
+            given
+                .get(b)
+                .map(|p| (*b, p.clone()))
+                .ok_or_else(|| anyhow!("--db-dir has no entry for backend {b} (give {b}=PATH)"))
+        })
+        .collect()
+}
+
+/// Refuse memory filesystems and a directory on another filesystem than the backend needs;
+/// returns the filesystem.
+pub(super) fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<FsInfo> {
+    let fs = probe_fs(dir)?;
+    refuse_memory_fs(dir, &fs)?;
+    if let Some(needed) = backend.required_filesystem() {
+        if fs.fs_type != needed {
+            bail!(
+                "{} is on {}; the {backend} backend needs {needed} (give it a {needed} directory \
+                 with --db-dir {backend}=PATH,...)",
+                dir.display(),
+                fs.label()
+            );
+        }
+    }
+    Ok(fs)
+}
+
+/// Create `dir` if missing and check that files can be made in it (by making and removing one).
+pub(super) fn ensure_writable_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{what} {} cannot be created", dir.display()))?;
+    if !dir.is_dir() {
+        bail!("{what} {} is not a directory", dir.display());
+    }
+    let probe = dir.join(format!(".slasher-bench-write-check-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .with_context(|| format!("{what} {} is not writable", dir.display()))?;
+    std::fs::remove_file(&probe)
+        .with_context(|| format!("{what} {}: removing {}", dir.display(), probe.display()))?;
+    Ok(())
+}
+
+/// Every directory the run will use, checked before the fixture is read or anything runs:
+/// `--out` and each backend's database directory exist (or are created) and are writable, and
+/// each database directory is on a filesystem its backend accepts. Warns about databases that
+/// earlier runs left behind.
+pub(super) fn prepare_dirs(
+    out: &Path,
+    backends: &[DatabaseBackend],
+    dirs: &BTreeMap<DatabaseBackend, PathBuf>,
+) -> anyhow::Result<Vec<Plan>> {
+    ensure_writable_dir("--out", out)?;
+    let mut plans = Vec::new();
+    for backend in backends {
+        let root = dirs.get(backend).cloned().unwrap_or_default();
+        // The filesystem first: nothing is created on tmpfs, or for butter off btrfs.
+        check_dir(*backend, &root)?;
+        ensure_writable_dir(&format!("--db-dir for {backend}"), &root)?;
+        let fs = check_dir(*backend, &root)?;
+        plans.push(Plan {
+            backend: *backend,
+            root,
+            fs,
+        });
+    }
+    let mut warned = BTreeSet::new();
+    for plan in &plans {
+        let left = leftovers_in(&plan.root);
+        if !left.is_empty() && warned.insert(plan.root.clone()) {
+            eprintln!(
+                "warning: {} holds {} database(s) left by earlier runs (e.g. {}); remove them with \
+                 `slasher-bench clean {}`",
+                plan.root.display(),
+                left.len(),
+                left.first().map_or(String::new(), |p| p.display().to_string()),
+                plan.root.display()
+            );
+        }
+    }
+    Ok(plans)
+}

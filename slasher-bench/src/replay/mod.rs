@@ -1,0 +1,476 @@
+//! `slasher-bench replay`: replay a fixture through the slasher on every backend and write a
+//! report (what it reproduces and why: `docs/background.md` §1.4, §1.5 and §2.6).
+//!
+//! For each backend in turn the parent process re-executes itself as a child
+//! (`slasher-bench replay --child-result FILE ...`) so that peak RSS, `/proc/self/io` counters and
+//! allocator state belong to one backend alone. The child opens a fresh database with the
+//! backend's concrete environment type (monomorphised through [`BackendVisitor`]), then streams
+//! the fixture one batch at a time:
+//!
+//! 1. queue the batch's headers and attestations (hashing happens here, outside the timing, as
+//!    in Lighthouse where it happens on the gossip threads);
+//! 2. `process_queued(current_epoch)`: one write transaction;
+//! 3. `prune_database(current_epoch)`: a second write transaction;
+//! 4. record the wall time of 2–3, the commit times from `BatchStats`/`PruneStats`, the
+//!    database size (sum of `filenames()` sizes), bytes written and the slashings found.
+//!
+//! Before the first batch the parent checks every directory it will use: `--out` and each
+//! backend's `--db-dir` must exist or be creatable and be writable, none may be on tmpfs or ramfs,
+//! and a backend that needs a filesystem ([`DatabaseBackend::required_filesystem`]) must be on
+//! it. It then checks the
+//! fixture once (which also puts it in the page cache for every backend alike), merges the
+//! children's results, runs the correctness gate (every backend must find the same slashings in
+//! every batch) and writes `report.json`, `batches.csv`, `report.md` and the charts.
+//!
+//! Interruptions ([`crate::interrupt`]): on SIGINT or SIGTERM the parent forwards the signal to
+//! its child, the child finishes its current batch, removes its database (read-only snapshots
+//! included) and hands back the batches done; the parent writes the report of those batches,
+//! marked interrupted, and exits non-zero ([`Interrupted`]). A child dies with its parent
+//! (parent-death signal). Leftovers of a run killed outright are removed with
+//! `slasher-bench clean` ([`crate::clean`]).
+
+use crate::clean::{create_db_dir, db_name, leftovers_in, remove_db_dir};
+use crate::environment::{probe_fs, refuse_memory_fs, Build, FsInfo, Machine};
+use crate::fixture::{ExpectedSlashing, FixtureReader, Manifest};
+use crate::interrupt::Interrupt;
+use crate::measure::{
+    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
+    fs_used_bytes, peak_rss_bytes, ProcIo, Summary,
+};
+use crate::report::{
+    self, BackendResult, BatchRecord, ExpectedCheck, Failure, FixtureInfo, Report, Run, Sample,
+    SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord,
+};
+use anyhow::{anyhow, bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+use slasher_adapters::slasher::TileCodecKind;
+use slasher_adapters::slasher::{
+    AttesterSlashing, Config, IndexedAttestation, ProposerSlashing, Slasher,
+};
+use slasher_adapters::timed::Timed;
+use slasher_adapters::{with_backend, BackendVisitor, DatabaseBackend, Durability, Environment};
+use ssz::Encode;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod child;
+mod dirs;
+mod run_info;
+mod settings;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+use self::child::*;
+use self::dirs::*;
+use self::run_info::*;
+pub use self::settings::SlasherSettings;
+use self::settings::*;
+pub use self::summary::digest_of_slashings;
+use self::summary::*;
+
+/// `slasher-bench replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Fixture file to replay.
+    #[arg(long)]
+    pub fixture: PathBuf,
+    /// Backends to run, comma-separated, in this order (default: every compiled backend).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<String>,
+    /// Where the databases go: one DIR for every backend, or `lmdb=PATH,mdbx=PATH,...`. Each
+    /// backend gets a fresh subdirectory, deleted after its run unless `--keep-db`. Must not be
+    /// on tmpfs or ramfs; butter needs btrfs.
+    #[arg(long)]
+    pub db_dir: String,
+    /// Output directory for report.json, batches.csv, report.md and the charts.
+    #[arg(long, required_unless_present = "child_result")]
+    pub out: Option<PathBuf>,
+    /// Replay only the first N batches.
+    #[arg(long)]
+    pub batches: Option<u64>,
+    /// Ask for non-durable commits (redb `Durability::Eventual`, as Lighthouse configures redb).
+    /// Only redb honours it; every row reports the durability its backend actually had.
+    #[arg(long)]
+    pub non_durable: bool,
+    /// Keep each backend's database directory after its run.
+    #[arg(long)]
+    pub keep_db: bool,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Every N batches (and after the last), record the state of the database and its
+    /// filesystem: sizes, extents, live snapshots, metadata, RSS, device writes (the soak's
+    /// samples; outside the timed part of a batch).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample_every: Option<u64>,
+    /// The slasher's settings (Lighthouse's defaults).
+    #[command(flatten)]
+    pub settings: SlasherSettings,
+    /// Internal: run one backend in this process (`--db-dir` is then the database directory)
+    /// and write its result as JSON to this file (its error, if it fails, to FILE.error).
+    #[arg(long, hide = true)]
+    pub child_result: Option<PathBuf>,
+    /// Internal: the parent's pid (the child dies with it).
+    #[arg(long, hide = true)]
+    pub parent_pid: Option<u32>,
+}
+
+/// `replay` was stopped by SIGINT or SIGTERM (after writing the report of the batches done).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {signal}: {detail}")]
+pub struct Interrupted {
+    /// `SIGINT` or `SIGTERM`.
+    pub signal: &'static str,
+    /// What had been done and where the report is.
+    pub detail: String,
+}
+
+/// Run `slasher-bench replay`, re-executing the running binary for each backend.
+///
+/// # Errors
+/// Bad arguments, a database directory on tmpfs/ramfs (or butter off btrfs), an unreadable
+/// fixture, a backend that failed, or backends that disagree on the slashings found (the report
+/// is written first in the last two cases).
+pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
+    if let Some(result) = &args.child_result {
+        let outcome = run_child(&args, result);
+        if let Err(e) = &outcome {
+            // The parent puts this text into the report's failure row.
+            let _ = std::fs::write(error_file(result), crate::errors::chain_text(e));
+        }
+        return outcome;
+    }
+    let exe = std::env::current_exe().context("locating the slasher-bench executable")?;
+    run_with_exe(&args, &exe)
+}
+
+/// One backend to run and where.
+#[derive(Debug, Clone)]
+struct Plan {
+    backend: DatabaseBackend,
+    root: PathBuf,
+    fs: FsInfo,
+}
+
+/// Where a child writes its error text.
+fn error_file(result_file: &Path) -> PathBuf {
+    let mut name = result_file.as_os_str().to_owned();
+    name.push(".error");
+    PathBuf::from(name)
+}
+
+/// How one child ended.
+#[derive(Debug)]
+enum ChildOutcome {
+    Done(Box<BackendResult>),
+    Failed(String),
+}
+
+/// Run one backend's child and wait for it, forwarding SIGINT/SIGTERM to it.
+fn run_backend_child(
+    exe: &Path,
+    args: &ReplayArgs,
+    plan: &Plan,
+    db: &Path,
+    result_file: &Path,
+    batches: u64,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ChildOutcome> {
+    let errors = error_file(result_file);
+    let _ = std::fs::remove_file(result_file);
+    let _ = std::fs::remove_file(&errors);
+    let mut cmd = Command::new(exe);
+    cmd.arg("replay")
+        .arg("--fixture")
+        .arg(&args.fixture)
+        .arg("--backends")
+        .arg(plan.backend.name())
+        .arg("--db-dir")
+        .arg(db)
+        .arg("--child-result")
+        .arg(result_file)
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string())
+        .arg("--batches")
+        .arg(batches.to_string())
+        .args(args.settings.to_args())
+        .stdin(Stdio::null())
+        // Its own process group: a Ctrl-C at the terminal reaches the parent alone, which
+        // forwards it once.
+        .process_group(0);
+    if args.non_durable {
+        cmd.arg("--non-durable");
+    }
+    if args.no_progress {
+        cmd.arg("--no-progress");
+    }
+    if let Some(n) = args.sample_every {
+        cmd.arg("--sample-every").arg(n.to_string());
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("running {}", exe.display()))?;
+    let mut forwarded = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the child")? {
+            break status;
+        }
+        if interrupt.is_set() && !forwarded {
+            forwarded = true;
+            eprintln!(
+                "{}: stopping {} after its current batch (a second signal ends slasher-bench at \
+                 once)",
+                interrupt.signal_name(),
+                plan.backend
+            );
+            let pid = i32::try_from(child.id()).context("child pid")?;
+            // The child may have exited meanwhile (ESRCH): nothing to do then.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), interrupt.signal());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read_result = || -> anyhow::Result<BackendResult> {
+        let bytes = std::fs::read(result_file)?;
+        Ok(serde_json::from_slice(&bytes)?)
+    };
+    let outcome = if status.success() {
+        match read_result() {
+            Ok(r) => ChildOutcome::Done(Box::new(r)),
+            Err(e) => ChildOutcome::Failed(format!(
+                "reading {}: {}",
+                result_file.display(),
+                crate::errors::chain_text(&e)
+            )),
+        }
+    } else {
+        let reason = std::fs::read_to_string(&errors)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .map_or_else(
+                || "no reason given (see its output above)".to_string(),
+                |t| t.trim().to_string(),
+            );
+        ChildOutcome::Failed(format!(
+            "the {} child process failed ({status}): {reason}",
+            plan.backend
+        ))
+    };
+    let _ = std::fs::remove_file(result_file);
+    let _ = std::fs::remove_file(&errors);
+    Ok(outcome)
+}
+
+/// The parent: plan, check, run each backend in a child, merge, gate, write.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
+    let interrupt =
+        Interrupt::install_parent().context("installing the SIGINT/SIGTERM handlers")?;
+    let out = args
+        .out
+        .clone()
+        .ok_or_else(|| anyhow!("--out is required"))?;
+    let backends = parse_backends(&args.backends)?;
+    let dirs = parse_db_dirs(&args.db_dir, &backends)?;
+    // Every directory is checked before the fixture is read or anything runs.
+    let plans = prepare_dirs(&out, &backends, &dirs)?;
+
+    let reader = FixtureReader::open(&args.fixture)
+        .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
+    let manifest = reader.manifest().clone();
+    eprintln!("checking fixture {} ...", args.fixture.display());
+    let batch_count = reader
+        .verify()
+        .with_context(|| format!("checking fixture {}", args.fixture.display()))?;
+    let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
+    if batches_replayed == 0 {
+        match args.batches {
+            Some(0) => bail!("nothing to replay: --batches 0"),
+            _ => bail!(
+                "nothing to replay: the fixture {} has 0 batches",
+                args.fixture.display()
+            ),
+        }
+    }
+
+    let machine = Machine::probe();
+    let build = Build::probe();
+    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
+    print_header(
+        &args.fixture,
+        &manifest,
+        batches_replayed,
+        &machine,
+        &build,
+        &plans,
+    );
+    if args.non_durable {
+        eprintln!("--non-durable: only redb honours it; the other backends stay durable");
+    }
+
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    let mut not_started = Vec::new();
+    for plan in &plans {
+        if interrupt.is_set() {
+            not_started.push(plan.backend.name().to_string());
+            continue;
+        }
+        let db = plan
+            .root
+            .join(db_name(plan.backend, std::process::id(), started_unix_s));
+        if db.exists() {
+            bail!(
+                "{} already exists; remove it with `slasher-bench clean {}` or choose another \
+                 --db-dir",
+                db.display(),
+                plan.root.display()
+            );
+        }
+        create_db_dir(&db, plan.backend)
+            .with_context(|| format!("creating the database directory {}", db.display()))?;
+        let result_file = out.join(format!(".child-{}.json", plan.backend));
+        eprintln!("== {} in {}", plan.backend, db.display());
+        let outcome = run_backend_child(
+            exe,
+            args,
+            plan,
+            &db,
+            &result_file,
+            batches_replayed,
+            &interrupt,
+        );
+        match outcome {
+            Ok(ChildOutcome::Done(result)) => {
+                eprintln!(
+                    "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s{}",
+                    result.name,
+                    result.first_batch_ms,
+                    result.median_batch_ms,
+                    result.p99_batch_ms,
+                    result.max_batch_ms,
+                    result.total_s,
+                    if result.interrupted {
+                        format!(
+                            " (interrupted after {} of {batches_replayed} batches)",
+                            result.batches.len()
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                results.push(*result);
+            }
+            Ok(ChildOutcome::Failed(error)) => {
+                eprintln!("   {}: FAILED: {error}", plan.backend);
+                failures.push(Failure {
+                    backend: plan.backend.name().into(),
+                    error,
+                });
+            }
+            Err(e) => {
+                let _ = remove_db_dir(&db);
+                return Err(e);
+            }
+        }
+        // An interrupted run keeps nothing behind, whatever --keep-db says.
+        if (interrupt.is_set() || !args.keep_db) && db.exists() {
+            if let Err(e) = remove_db_dir(&db) {
+                eprintln!("warning: {}", crate::errors::chain_text(&e));
+            }
+        }
+    }
+
+    let rows: Vec<&BackendResult> = results.iter().collect();
+    let correctness = report::correctness(&rows);
+    let interrupted_by = interrupt.is_set().then(|| interrupt.signal_name());
+    let run = Run {
+        started_unix_s,
+        command: std::env::args().collect(),
+        fixture: FixtureInfo {
+            path: args.fixture.clone(),
+            name: manifest.description.name.clone(),
+            records_sha256: manifest.contents.records_sha256.clone(),
+            batch_count,
+            batches_replayed,
+            manifest: serde_json::to_value(&manifest)?,
+        },
+        slasher_config: SlasherConfigInfo {
+            chunk_size: config.chunk_size,
+            validator_chunk_size: config.validator_chunk_size,
+            history_length: config.history_length,
+            attestation_root_cache_size: config.attestation_root_cache_size.get(),
+            max_db_size_mbs: config.max_db_size_mbs,
+            durability_requested: durability_name(config.durability).into(),
+            tile_codec: config.tile_codec.name().into(),
+            update_period_s: args.settings.update_period,
+        },
+        machine,
+        build,
+        notes: measurement_notes(),
+        backends: results,
+        failures,
+        correctness,
+        interrupted: interrupted_by.is_some(),
+        interrupted_by: interrupted_by.map(str::to_string),
+        not_started,
+    };
+    let report = Report {
+        schema: report::REPORT_SCHEMA.into(),
+        generated_by: crate::TOOL.into(),
+        runs: vec![run],
+    };
+    let written = report::write_outputs(&report, &out)?;
+    print!("{}", report::summary_table(&report));
+    for f in &written {
+        println!("wrote {}", f.display());
+    }
+    let run = report.runs.first().ok_or_else(|| anyhow!("no run"))?;
+    if interrupted_by.is_some() {
+        let done: Vec<String> = run
+            .backends
+            .iter()
+            .map(|r| format!("{} {} batches", r.name, r.batches.len()))
+            .collect();
+        return Err(Interrupted {
+            signal: interrupt.signal_name(),
+            detail: format!(
+                "report of the batches done ({}) in {}",
+                if done.is_empty() {
+                    "none".to_string()
+                } else {
+                    done.join(", ")
+                },
+                out.display()
+            ),
+        }
+        .into());
+    }
+    if let Some(d) = &run.correctness.first_difference {
+        bail!("correctness gate failed: {d} (report in {})", out.display());
+    }
+    if let Some(missed) = report::missing_expected(&report) {
+        bail!(
+            "expected slashings not found: {missed} (report in {})",
+            out.display()
+        );
+    }
+    if !run.failures.is_empty() {
+        let names: Vec<&str> = run.failures.iter().map(|f| f.backend.as_str()).collect();
+        bail!(
+            "backends failed: {} (report in {})",
+            names.join(", "),
+            out.display()
+        );
+    }
+    Ok(())
+}
