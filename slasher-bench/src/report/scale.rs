@@ -120,7 +120,7 @@ pub fn render_scale(s: &mut String, report: &Report) {
     );
     s.push_str(
         "| settings | validators | row | cold start ms | cold epoch s | steady median ms | \
-         steady p99 ms | median commit ms | DB MiB | peak RSS MiB | first ×LMDB | cold ×LMDB | \
+         steady p99 ms | median commit ms | DB MiB | peak RSS MiB | cold start ×LMDB | cold ×LMDB | \
          steady median ×LMDB | DB ×LMDB | RSS ×LMDB |\n",
     );
     s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
