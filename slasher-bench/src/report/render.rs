@@ -295,14 +295,20 @@ pub struct PhaseTimes {
     pub storage_total_s: f64,
 }
 
-/// A row's times in `phase`; `None` if the row has no batch in it.
-pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
-    let first = row.batches.first()?.current_epoch;
-    let in_phase: Vec<&BatchRecord> = row
-        .batches
+/// A row's batches in `phase`, in order.
+pub(super) fn phase_batches(row: &BackendResult, phase: Phase) -> Vec<&BatchRecord> {
+    let Some(first) = row.batches.first().map(|b| b.current_epoch) else {
+        return Vec::new();
+    };
+    row.batches
         .iter()
         .filter(|b| Phase::of_offset(b.current_epoch.saturating_sub(first)) == phase)
-        .collect();
+        .collect()
+}
+
+/// A row's times in `phase`; `None` if the row has no batch in it.
+pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
+    let in_phase = phase_batches(row, phase);
     if in_phase.is_empty() {
         return None;
     }

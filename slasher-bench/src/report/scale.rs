@@ -2,8 +2,8 @@
 //! report per count). Rows are grouped by settings (codec, history, chunks) and only compared
 //! with an LMDB row of the same validator count and settings.
 
-use super::render::{baseline, mib, opt_mib, ratio};
-use super::{BackendResult, BatchRecord, Phase, Report};
+use super::render::{baseline, mib, opt_mib, phase_batches, ratio};
+use super::{phase_times, BackendResult, Phase, Report};
 use crate::measure::Summary;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -32,22 +32,9 @@ pub struct ScaleRow {
     pub peak_rss_bytes: Option<u64>,
 }
 
-fn phase_batches(row: &BackendResult, phase: Phase) -> Vec<&BatchRecord> {
-    let Some(first) = row.batches.first().map(|b| b.current_epoch) else {
-        return Vec::new();
-    };
-    row.batches
-        .iter()
-        .filter(|b| Phase::of_offset(b.current_epoch.saturating_sub(first)) == phase)
-        .collect()
-}
-
 impl ScaleRow {
     fn of(validators: u64, settings: String, row: &BackendResult) -> ScaleRow {
-        let cold: f64 = phase_batches(row, Phase::ColdEpoch)
-            .iter()
-            .map(|b| b.wall_ms)
-            .sum();
+        let cold_epoch_total_s = phase_times(row, Phase::ColdEpoch).map_or(0.0, |t| t.total_s);
         let steady: Vec<f64> = phase_batches(row, Phase::Steady)
             .iter()
             .map(|b| b.wall_ms)
@@ -65,7 +52,7 @@ impl ScaleRow {
                 .iter()
                 .find(|b| b.attestations > 0)
                 .map_or(row.first_batch_ms, |b| b.wall_ms),
-            cold_epoch_total_s: cold / 1000.0,
+            cold_epoch_total_s,
             steady,
             median_commit_ms: row.median_commit_ms,
             db_bytes: row.db_bytes_final,
