@@ -67,6 +67,8 @@ pub(crate) struct MergeIter {
     /// The heads standing on the key the last step returned (the winner and the older
     /// versions it shadows): moved past it at the next step. Every other head is already above.
     at_last: Vec<usize>,
+    /// Heads whose block under them may not be loaded yet (new, or moved by the last step).
+    unloaded: Vec<usize>,
 }
 
 /// Where the winning entry of a step comes from.
@@ -83,6 +85,7 @@ impl MergeIter {
             heads: segments.iter().map(Segment::iter).collect(),
             lower: None,
             at_last: Vec::new(),
+            unloaded: (0..segments.len()).collect(),
         }
     }
 
@@ -92,10 +95,15 @@ impl MergeIter {
     /// # Errors
     /// I/O or corruption while seeking.
     pub(crate) fn seek(&mut self, key: &[u8], inclusive: bool) -> Result<()> {
+        self.at_last.clear();
+        // Until every head has seeked, the merge is nowhere: `is_after` is false, so a cursor
+        // seeks again after an error.
+        let bound = self.lower.take();
         for head in &mut self.heads {
             head.seek(Some(key), inclusive)?;
         }
-        self.at_last.clear();
+        self.unloaded.clear();
+        self.lower = bound;
         set_bound(&mut self.lower, key, inclusive);
         Ok(())
     }
@@ -105,11 +113,12 @@ impl MergeIter {
     /// # Errors
     /// I/O or corruption while reading a segment's first block.
     pub(crate) fn rewind(&mut self) -> Result<()> {
+        self.at_last.clear();
+        self.lower = None;
         for head in &mut self.heads {
             head.seek(None, true)?;
         }
-        self.at_last.clear();
-        self.lower = None;
+        self.unloaded.clear();
         Ok(())
     }
 
@@ -130,15 +139,20 @@ impl MergeIter {
         live_only: bool,
     ) -> Result<Option<Entry<'a>>> {
         loop {
+            // Only the heads on the last key move; each then loads its next block if it
+            // crossed one. Every other head stays loaded where it is.
             for &i in &self.at_last {
                 if let Some(head) = self.heads.get_mut(i) {
                     head.advance();
                 }
             }
-            self.at_last.clear();
-            // Load the block under each head (a no-op unless a head just crossed a block).
-            for head in &mut self.heads {
-                head.peek()?;
+            self.unloaded.append(&mut self.at_last);
+            // Popped only once loaded: after an error the next call loads it again.
+            while let Some(&i) = self.unloaded.last() {
+                if let Some(head) = self.heads.get_mut(i) {
+                    head.peek()?;
+                }
+                self.unloaded.pop();
             }
             let (source, live, mem_value) = {
                 let lower = match &self.lower {

@@ -303,7 +303,8 @@ impl Cursor<'_, '_> {
 
     /// [`Cursor::step`] into `key`'s buffer; false at the end.
     fn step_into(&mut self, key: &mut Vec<u8>) -> Result<bool> {
-        let mut mem = MemLookup(self.txn.memtables.get(self.index));
+        // A table this transaction has not written has nothing to look up at each step.
+        let mut mem = MemLookup(self.txn.memtables.get(self.index).filter(|m| !m.is_empty()));
         let Some((k, v)) = self.iter.next(&mut mem, true)? else {
             self.value = None;
             return Ok(false);

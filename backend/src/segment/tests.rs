@@ -199,3 +199,84 @@ fn rejects_truncation_and_bit_flips() {
         Err(Error::UnsupportedFormatVersion { found: 9, .. })
     ));
 }
+
+/// The merge over a newer and an older segment: the newer wins on equal keys and its
+/// tombstones hide the older values.
+#[test]
+fn merge_iter_newest_wins_and_an_unreadable_block_fails_every_retry() {
+    use crate::iter::{MemLookup, MergeIter};
+    let key = |i: u32| i.to_be_bytes().to_vec();
+    let newer: Vec<_> = (0u32..4000)
+        .step_by(2)
+        .map(|i| (key(i), (i % 10 != 0).then(|| b"new".to_vec())))
+        .collect();
+    let older: Vec<_> = (0u32..4000)
+        .map(|i| (key(i), Some(b"old".to_vec())))
+        .collect();
+    let mut model = std::collections::BTreeMap::new();
+    for (k, v) in older.iter().chain(&newer) {
+        model.insert(k.clone(), v.clone());
+    }
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect();
+    let (newer_bytes, _) = build(&newer);
+    let (older_bytes, _) = build(&older);
+    let open = |older_bytes: &[u8]| {
+        [
+            Arc::new(write_and_open(&newer_bytes, newer.len() as u64).unwrap()),
+            Arc::new(write_and_open(older_bytes, older.len() as u64).unwrap()),
+        ]
+    };
+
+    let segments = open(&older_bytes);
+    let mut it = MergeIter::new(&segments);
+    let mut got = Vec::new();
+    while let Some((k, v)) = it.next(&mut MemLookup(None), true).unwrap() {
+        got.push((k.to_vec(), v.unwrap().to_vec()));
+    }
+    assert_eq!(got, want);
+
+    // Damage the older segment's middle block: the merge returns the keys before it in
+    // order, then fails, and fails again each time it is called, instead of going on past it.
+    let probe = open(&older_bytes);
+    let [_, older_segment] = &probe;
+    assert!(
+        older_segment.block_count() >= 3,
+        "too few blocks to damage the middle one"
+    );
+    let middle = older_segment
+        .blocks
+        .get(older_segment.block_count() / 2)
+        .unwrap();
+    let first_lost = key(u32::from_be_bytes(
+        middle.first_key.as_ref().try_into().unwrap(),
+    ));
+    let mut damaged = older_bytes.clone();
+    damaged[middle.offset as usize + 1] ^= 0x40;
+    let segments = open(&damaged);
+    let mut it = MergeIter::new(&segments);
+    let mut last: Option<Vec<u8>> = None;
+    let err = loop {
+        match it.next(&mut MemLookup(None), true) {
+            Ok(Some((k, _))) => {
+                assert!(last.as_deref().is_none_or(|l| l < k), "out of order");
+                last = Some(k.to_vec());
+            }
+            Ok(None) => panic!("the merge ended without reading the damaged block"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::ChecksumMismatch { .. }), "{err:?}");
+    assert!(
+        last.is_some_and(|l| l < first_lost),
+        "returned a key of the damaged block"
+    );
+    for _ in 0..3 {
+        assert!(matches!(
+            it.next(&mut MemLookup(None), true),
+            Err(Error::ChecksumMismatch { .. })
+        ));
+    }
+}
