@@ -99,3 +99,16 @@ remove_work_dir() {
         rm -rf --one-file-system "$work"
     fi
 }
+
+# generated_fixture PATH ARGS...: `slasher-bench generate ARGS... --out PATH` unless PATH is
+# already there (generation is deterministic in its arguments, which PATH's name must carry).
+# Needs $BIN.
+generated_fixture() {
+    local fixture=$1
+    shift
+    [[ -f $fixture ]] && return 0
+    mkdir -p "$(dirname "$fixture")"
+    log "generating $fixture"
+    "$BIN" generate "$@" --out "$fixture.part"
+    mv "$fixture.part" "$fixture"
+}

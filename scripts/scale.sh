@@ -32,17 +32,13 @@ OUT=${SCALE_OUT:-$TARGET/scale/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
 cargo build --release -q -p slasher-bench
-mkdir -p "$OUT" "$TARGET/fixtures"
+mkdir -p "$OUT"
 START=$SECONDS
 RUNS=()
 RC=0
 for n in $VALIDATORS; do
     fixture=$TARGET/fixtures/synthetic-electra-v$n-e$EPOCHS-s$SEED.fixture
-    if [[ ! -f $fixture ]]; then
-        log "generating $fixture"
-        "$BIN" generate --validators "$n" --epochs "$EPOCHS" --seed "$SEED" --out "$fixture.part"
-        mv "$fixture.part" "$fixture"
-    fi
+    generated_fixture "$fixture" --validators "$n" --epochs "$EPOCHS" --seed "$SEED"
     log "validators $n: elapsed $((SECONDS - START)) s"
     BENCH_FIXTURE=$fixture BENCH_BATCHES=all BENCH_ROWS=${SCALE_ROWS:-lmdb@ext4,butter@btrfs} \
         BENCH_OUT=$OUT/v$n "$REPO/scripts/bench.sh" || {

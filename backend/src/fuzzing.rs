@@ -1,7 +1,7 @@
 //! Thin entry points to the engine's decoders of on-disk bytes, for fuzzing only.
 //!
 //! Compiled with the non-default `fuzzing` feature (the `cargo fuzz` targets in `fuzz/` use it)
-//! and in the crate's own tests (`fuzz_tests.rs`, the in-tree fuzz tier). Not a stable API:
+//! and in the crate's own tests (`fuzz_tests/`, the in-tree fuzz tier). Not a stable API:
 //! every function takes untrusted bytes and must return a typed [`Error`] for bad input, never
 //! panic and never allocate more than the input backs.
 
