@@ -11,9 +11,10 @@
 #   SCALE_SEED         generator seed (default 1)
 #   SCALE_ROWS         rows of each pair (default lmdb@ext4,butter@btrfs)
 #   SCALE_OUT          report directory (default: $CARGO_TARGET_DIR/scale/<date-time>)
-#   BENCH_REPLAY_ARGS  replay settings for every row; the default is Lighthouse's (history
-#                      4096), whose cold epoch takes hours at 1.1M validators on 2 cores, so
-#                      e.g. BENCH_REPLAY_ARGS="--history-length 256" for a run in about an hour
+#   BENCH_HISTORY      the slasher's history (default 4096, Lighthouse's), whose cold epoch
+#                      takes hours at 1.1M validators on 2 cores: BENCH_HISTORY=256 runs the
+#                      three counts in about 1.5 h
+#   BENCH_REPLAY_ARGS  further replay settings for every row
 #   and bench.sh's variables (BENCH_IMAGE_SIZE, BENCH_TMPDIR, BENCH_EXT4_DIR, BENCH_BTRFS_DIR).
 set -euo pipefail
 
@@ -41,7 +42,7 @@ for n in $VALIDATORS; do
     generated_fixture "$fixture" --validators "$n" --epochs "$EPOCHS" --seed "$SEED"
     log "validators $n: elapsed $((SECONDS - START)) s"
     BENCH_FIXTURE=$fixture BENCH_BATCHES=all BENCH_ROWS=${SCALE_ROWS:-lmdb@ext4,butter@btrfs} \
-        BENCH_OUT=$OUT/v$n "$REPO/scripts/bench.sh" || {
+        BENCH_OUT=$OUT/v$n BENCH_HISTORY=${BENCH_HISTORY:-4096} "$REPO/scripts/bench.sh" || {
         RC=$?
         log "validators $n: bench.sh failed (exit $RC); going on"
     }

@@ -46,9 +46,9 @@ generated_fixture "$fixture" --validators "$VALIDATORS" --epochs "$EPOCHS" --see
     --history-length "$HISTORY" --name "soak-${VALIDATORS}v-h$HISTORY-x$WRAPS"
 log "$EPOCHS epochs ($((EPOCHS * 32)) batches) of $VALIDATORS validators, history $HISTORY"
 RC=0
-BENCH_FIXTURE=$fixture BENCH_BATCHES=all BENCH_OUT=$OUT \
+BENCH_FIXTURE=$fixture BENCH_BATCHES=all BENCH_OUT=$OUT BENCH_HISTORY=$HISTORY \
     BENCH_ROWS=${SOAK_ROWS:-butter@btrfs,lmdb@ext4,lmdb@btrfs} \
-    BENCH_REPLAY_ARGS="--history-length $HISTORY --sample-every ${SOAK_SAMPLE_EVERY:-32} ${BENCH_REPLAY_ARGS:-}" \
+    BENCH_REPLAY_ARGS="--sample-every ${SOAK_SAMPLE_EVERY:-32} ${BENCH_REPLAY_ARGS:-}" \
     "$REPO/scripts/bench.sh" || RC=$?
 if [[ -f $OUT/report.md ]]; then
     log "soak table (trend, stalls, space; the charts are in $OUT/<row>/):"
