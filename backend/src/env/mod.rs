@@ -212,6 +212,22 @@ pub struct Env {
     poisoned: AtomicBool,
     /// Held for the life of the environment: one process per database.
     _lock: Flock<File>,
+    /// Test-only: see [`Env::on_next_begin_read`].
+    #[cfg(feature = "testing")]
+    read_hook: ReadHook,
+}
+
+/// Test-only (feature `testing`): what the next `begin_read` calls between reading the newest
+/// generation and pinning it.
+#[cfg(feature = "testing")]
+#[derive(Default)]
+pub(crate) struct ReadHook(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+#[cfg(feature = "testing")]
+impl std::fmt::Debug for ReadHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadHook")
+    }
 }
 
 /// Test-only: acknowledge commits before their snapshot exists (the snapshot is taken at the
@@ -299,10 +315,22 @@ impl Env {
         // Pin while `current` is still read-locked: a commit cannot publish a newer
         // generation (and hand this one to garbage collection) between the read and the pin.
         let current = self.current.read();
+        #[cfg(feature = "testing")]
+        if let Some(hook) = self.read_hook.0.lock().take() {
+            hook();
+        }
         *self.pins.lock().entry(current.generation).or_insert(0) += 1;
         let version = current.clone();
         drop(current);
         ReadTxn::new(self, version)
+    }
+
+    /// Test-only (feature `testing`): the next [`Env::begin_read`] calls `hook` after it has
+    /// read the newest generation and before it pins it, so that a test can hold a reader at
+    /// exactly that point while a commit runs.
+    #[cfg(feature = "testing")]
+    pub fn on_next_begin_read(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.read_hook.0.lock() = Some(Box::new(hook));
     }
 
     pub(crate) fn unpin(&self, generation: u64) {

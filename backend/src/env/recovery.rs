@@ -193,6 +193,8 @@ impl Env {
             old_generations: Mutex::new(gens.into_iter().filter(|&g| g != newest).collect()),
             poisoned: AtomicBool::new(false),
             _lock: lock,
+            #[cfg(feature = "testing")]
+            read_hook: super::ReadHook::default(),
         };
         env.collect_garbage()?;
         Ok(env)
