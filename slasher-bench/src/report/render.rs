@@ -385,7 +385,7 @@ pub struct SoakTrend {
     pub trend: f64,
     /// Median warm batch, ms.
     pub warm_median_ms: f64,
-    /// Slowest warm batch, ms.
+    /// Slowest batch after the first epoch (the epoch after the cold start included), ms.
     pub largest_stall_ms: f64,
     /// Apparent database size after the last sample.
     pub end_db_bytes: u64,
@@ -410,6 +410,12 @@ pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
     if warm.is_empty() {
         return None;
     }
+    let largest_stall_ms = row
+        .batches
+        .iter()
+        .filter(|b| b.current_epoch > first)
+        .map(|b| b.wall_ms)
+        .fold(0.0, f64::max);
     let tenth = (warm.len() / 10).max(1);
     let head = Summary::of(&warm[..tenth]).median;
     let tail = Summary::of(&warm[warm.len() - tenth..]).median;
@@ -418,7 +424,7 @@ pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
         warm_batches: warm.len(),
         trend: if head > 0.0 { tail / head } else { f64::NAN },
         warm_median_ms: all.median,
-        largest_stall_ms: all.max,
+        largest_stall_ms,
         end_db_bytes: last_sample.db_bytes,
         end_fs_growth_bytes: last_sample.fs_growth_bytes,
         max_snapshots: row.samples.iter().map(|s| s.snapshots).max().unwrap_or(0),
@@ -437,10 +443,11 @@ fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
     }
     s.push_str(
         "Soak (`--sample-every`): *trend* is the median batch of the last 10 % of warm batches \
-         (after the first two epochs) over that of the first 10 %; *stall* is the slowest warm \
-         batch over the warm median; sizes and extents after the last batch; *fs growth* is \
-         what the database's filesystem gained since the backend opened (snapshots and \
-         not-yet-reclaimed space included; exact only if nothing else writes there).\n\n",
+         (after the first two epochs) over that of the first 10 %; *stall* is the slowest batch \
+         after the first epoch (the epoch after the cold start included) over the warm median; \
+         sizes and extents after the last batch; *fs growth* is what the database's filesystem \
+         gained since the backend opened (snapshots and not-yet-reclaimed space included; exact \
+         only if nothing else writes there).\n\n",
     );
     s.push_str(
         "| run | backend | warm batches | warm median | trend | largest stall | stall ÷ median | \
