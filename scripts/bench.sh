@@ -290,7 +290,7 @@ USAGE
     [[ " ${BENCH_REPLAY_ARGS:-} " != *" --history-length"* ]] ||
         die "BENCH_REPLAY_ARGS names --history-length: set BENCH_HISTORY instead"
     if ((HISTORY != 4096)); then
-        log "history $HISTORY epochs (Lighthouse's default is 4096: BENCH_HISTORY=4096, ~80 min a pair)"
+        log "history $HISTORY epochs, not Lighthouse's default of 4096 (BENCH_HISTORY)"
     fi
     find_cargo
     if [[ $(id -u) == 0 ]]; then install_packages; fi
