@@ -400,21 +400,17 @@ pub struct SoakTrend {
 /// The soak figures of a row; `None` without samples or without warm batches.
 pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
     let last_sample = row.samples.last()?;
-    let first = row.batches.first()?.current_epoch;
-    let warm: Vec<f64> = row
-        .batches
+    let warm: Vec<f64> = phase_batches(row, Phase::Steady)
         .iter()
-        .filter(|b| b.current_epoch >= first + 2)
         .map(|b| b.wall_ms)
         .collect();
     if warm.is_empty() {
         return None;
     }
-    let largest_stall_ms = row
-        .batches
+    let largest_stall_ms = phase_batches(row, Phase::NextEpoch)
         .iter()
-        .filter(|b| b.current_epoch > first)
         .map(|b| b.wall_ms)
+        .chain(warm.iter().copied())
         .fold(0.0, f64::max);
     let tenth = (warm.len() / 10).max(1);
     let head = Summary::of(&warm[..tenth]).median;
