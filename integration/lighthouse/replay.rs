@@ -9,12 +9,16 @@
 //
 // Per fixture batch it does what `slasher-bench replay` does with an update period of one slot:
 // queue the batch's block headers and indexed attestations, then time `process_queued(epoch)`
-// and `prune_database(epoch)`, and harvest the slashings found. It writes one CSV line per batch
-// (`slasher-bench client-compare` reads it):
+// and `prune_database(epoch)`, and harvest the slashings found. It writes a CSV that
+// `slasher-bench import-client` turns into a report row (`lighthouse:<backend>@<fs>`):
+//   # butter_replay lighthouse=REV backend=B history=H chunk=C validator_chunk=K batches=N
 //   index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,
 //   attester_slashings,proposer_slashings,slashings
+//   ... one line per batch ...
+//   # end batches=N elapsed_s=S peak_rss_bytes=R
 // where `slashings` lists every slashing found as `A` (attester) or `P` (proposer) followed by
-// its SSZ bytes in hex, sorted, separated by `|`.
+// its SSZ bytes in hex, sorted, separated by `|`; REV is the Lighthouse commit the script built
+// (BUTTER_LIGHTHOUSE_REV at build time) and R the process's VmHWM.
 //
 // The fixture format is the project's (slasher-bench/src/fixture/format.rs): a 32-byte header,
 // a JSON manifest (skipped here), then per batch a 16-byte record header and a zlib payload
@@ -154,10 +158,14 @@ fn run(args: &[String]) -> Res<()> {
     let mut csv = BufWriter::new(File::create(out).map_err(|e| format!("{out}: {e}"))?);
     writeln!(
         csv,
-        "index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
-         attester_slashings,proposer_slashings,slashings"
+        "# butter_replay lighthouse={} backend={backend} history={history} chunk={chunk} \
+         validator_chunk={validator_chunk} batches={limit}\n\
+         index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
+         attester_slashings,proposer_slashings,slashings",
+        option_env!("BUTTER_LIGHTHOUSE_REV").unwrap_or("unknown")
     )
     .map_err(|e| e.to_string())?;
+    let loop_start = Instant::now();
     let mut done = 0;
     while done < limit {
         let Some(batch) = reader.next()? else { break };
@@ -213,9 +221,24 @@ fn run(args: &[String]) -> Res<()> {
             batch.index, batch.current_epoch
         );
     }
+    writeln!(
+        csv,
+        "# end batches={done} elapsed_s={:.3} peak_rss_bytes={}",
+        loop_start.elapsed().as_secs_f64(),
+        peak_rss_bytes().unwrap_or(0)
+    )
+    .map_err(|e| e.to_string())?;
     csv.flush().map_err(|e| e.to_string())?;
     eprintln!("{done} batches replayed through Lighthouse's slasher ({backend}); CSV: {out}");
     Ok(())
+}
+
+/// `VmHWM` of this process, bytes.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn main() {
