@@ -1,236 +1,387 @@
-//! `client-compare`: the port's replay beside the same batches replayed through Lighthouse's own
-//! slasher (`integration/lighthouse/replay.rs`, built by `scripts/lighthouse.sh ... bench`).
+//! `import-client`: a replay through Lighthouse's own slasher (`integration/lighthouse/replay.rs`,
+//! built by `scripts/lighthouse.sh ... bench`) as a report row, so that `slasher-bench report`
+//! sets it beside the port's rows of the same fixture and settings.
 //!
-//! For every pair of a client CSV and a port row of a `report.json` it prints, per phase (cold
-//! epoch, next epoch, steady; see [`Phase`]), the median batch time of each and the ratio
-//! port/client, and it checks that both found the same slashings in every batch (the port's
-//! `slashings_digest` against the digest of the client's slashings, computed the same way).
-//! Any batch whose slashings differ, or that only one side replayed, is an error.
+//! The runner writes a CSV (see [`parse_client_csv`]); this module turns it into a one-row run
+//! named `lighthouse:<backend>@<filesystem>` in the report's schema. Each batch's slashings are
+//! decoded from their SSZ and summarised and digested by the same code as the port's, so the
+//! correctness gate compares the client's slashings with the port's batch by batch, and the
+//! fixture's injected slashings are checked on the client's row too. The report then gives, per
+//! phase, the port's median beside the client's ([`crate::report::client_pairs`]).
+//!
+//! The client row measures what the runner can see from outside Lighthouse's slasher: batch wall
+//! time (`process_queued` + `prune_database`), the slashings and peak RSS. The database size is
+//! measured here afterwards, with the port's adapter for the backend (the same `filenames()` as
+//! the port's rows). Commit, storage and write figures are not measured (shown as `n/m`).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context};
 use clap::Args;
+use slasher_adapters::config::{destroy_database_dir, DEFAULT_MAX_DB_SIZE_MBS};
+use slasher_adapters::slasher::{AttesterSlashing, ProposerSlashing};
+use slasher_adapters::{with_backend, BackendConfig, BackendVisitor, DatabaseBackend, Environment};
+use ssz::Decode;
 
-use crate::measure::Summary;
-use crate::replay::digest_of_slashings as digest;
-use crate::report::{self, BackendResult, Phase};
+use crate::environment::{probe_fs, Build, Machine};
+use crate::fixture::FixtureReader;
+use crate::measure::{files_size, Summary};
+use crate::replay::{check_expected, expected_within, slashings_digest, summarise};
+use crate::report::{
+    self, BackendResult, BatchRecord, FixtureInfo, Report, Run, SlasherConfigInfo, SlashingsFound,
+    REPORT_SCHEMA,
+};
 
-/// Arguments of `slasher-bench client-compare`.
+/// Lighthouse's default capacity of the attestation-root LRU (the runner keeps the default).
+const LIGHTHOUSE_ATT_CACHE: usize = 100_000;
+
+/// Arguments of `slasher-bench import-client`.
 #[derive(Debug, Args)]
-pub struct ClientCompareArgs {
-    /// The port's `report.json` (from `slasher-bench replay` on the same fixture and settings).
+pub struct ImportClientArgs {
+    /// The fixture the runner replayed.
     #[arg(long)]
-    pub port: PathBuf,
-    /// `ROW=CSV`: the client's CSV for the port row named ROW (e.g. `lmdb@ext4=lh-lmdb.csv`).
-    /// Repeatable.
-    #[arg(long = "client", required = true, value_parser = parse_pair)]
-    pub clients: Vec<(String, PathBuf)>,
-    /// Also write the table to this Markdown file.
+    pub fixture: PathBuf,
+    /// The runner's CSV.
     #[arg(long)]
-    pub out: Option<PathBuf>,
+    pub csv: PathBuf,
+    /// The database directory the runner used: its filesystem names the row, and its size is
+    /// measured with the port's adapter for the backend.
+    #[arg(long)]
+    pub db_dir: PathBuf,
+    /// Remove the database directory afterwards (butter_db's read-only snapshots included).
+    #[arg(long)]
+    pub remove_db: bool,
+    /// Report directory to write (report.json, report.md, batches.csv).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
-fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
-    let (row, csv) = s
-        .split_once('=')
-        .ok_or_else(|| format!("{s:?}: expected ROW=CSV, e.g. lmdb@ext4=lighthouse-lmdb.csv"))?;
-    Ok((row.to_string(), PathBuf::from(csv)))
+/// What the runner's first line says it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    /// Lighthouse commit the runner was built from (`unknown` if not given at build time).
+    pub lighthouse: String,
+    /// Backend name as Lighthouse's `--slasher-backend` takes it.
+    pub backend: String,
+    /// History length, epochs.
+    pub history: usize,
+    /// Chunk size C.
+    pub chunk: usize,
+    /// Validator chunk size K.
+    pub validator_chunk: usize,
+    /// Batches asked for.
+    pub batches: u64,
 }
 
-/// One batch of the client's CSV.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClientBatch {
-    /// Fixture batch index.
-    pub index: u64,
-    /// Epoch given to `process_queued`.
-    pub current_epoch: u64,
-    /// `process_queued` + `prune_database`, ms.
-    pub wall_ms: f64,
-    /// Digest of the slashings found (as the port computes it), `None` for none.
-    pub digest: Option<String>,
+/// The runner's CSV, parsed.
+#[derive(Debug, Clone)]
+pub struct ClientRun {
+    /// The settings line.
+    pub settings: ClientSettings,
+    /// One record per batch; commit, storage and write fields are 0 (not measured).
+    pub batches: Vec<BatchRecord>,
+    /// Each batch's slashings, decoded.
+    pub slashings: Vec<(HashSet<AttesterSlashing>, HashSet<ProposerSlashing>)>,
+    /// The runner's replay loop, seconds (`None` if the run did not finish).
+    pub elapsed_s: Option<f64>,
+    /// The runner's `VmHWM`.
+    pub peak_rss_bytes: Option<u64>,
 }
 
-/// Parses the runner's CSV (see `integration/lighthouse/replay.rs`).
+fn key_values(line: &str, prefix: &str) -> Option<Vec<(String, String)>> {
+    let rest = line.strip_prefix(prefix)?;
+    Some(
+        rest.split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn value<'a>(kv: &'a [(String, String)], key: &str, what: &str) -> anyhow::Result<&'a str> {
+    kv.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .with_context(|| format!("{what}: no {key}="))
+}
+
+/// Parses the runner's CSV: a `# butter_replay` settings line, the header, one line per batch,
+/// and a closing `# end` line once the run finished.
 ///
 /// # Errors
-/// A header that is not the runner's, a malformed line, or bad hex in the slashings column.
-pub fn parse_client_csv(text: &str, path: &Path) -> anyhow::Result<Vec<ClientBatch>> {
-    let mut lines = text.lines();
-    let header = lines.next().unwrap_or_default();
+/// A file that is not the runner's, a malformed line, bad hex or SSZ in the slashings column.
+pub fn parse_client_csv(text: &str, path: &Path) -> anyhow::Result<ClientRun> {
+    let at_line = |n: usize| format!("{} line {}", path.display(), n + 1);
+    let mut lines = text.lines().enumerate();
+    let (_, first) = lines.next().unwrap_or_default();
+    let Some(kv) = key_values(first, "# butter_replay ") else {
+        bail!(
+            "{}: not a CSV of the Lighthouse replay runner (first line {first:?})",
+            path.display()
+        );
+    };
+    let number = |key: &str| -> anyhow::Result<usize> {
+        let v = value(&kv, key, &at_line(0))?;
+        v.parse()
+            .with_context(|| format!("{}: {key}={v}", at_line(0)))
+    };
+    let settings = ClientSettings {
+        lighthouse: value(&kv, "lighthouse", &at_line(0))?.to_string(),
+        backend: value(&kv, "backend", &at_line(0))?.to_string(),
+        history: number("history")?,
+        chunk: number("chunk")?,
+        validator_chunk: number("validator_chunk")?,
+        batches: number("batches")? as u64,
+    };
+    let (_, header) = lines.next().unwrap_or_default();
     ensure!(
         header.starts_with("index,slot,current_epoch,") && header.ends_with(",slashings"),
-        "{}: not a CSV of the Lighthouse replay runner (header {header:?})",
-        path.display()
+        "{}: not the runner's header",
+        at_line(1)
     );
-    let mut out = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let at = || format!("{} line {}", path.display(), n + 2);
-        let f: Vec<&str> = line.split(',').collect();
-        ensure!(
-            f.len() == 11,
-            "{}: expected 11 fields, found {}",
-            at(),
-            f.len()
-        );
-        let mut entries = Vec::new();
-        for item in f[10].split('|').filter(|s| !s.is_empty()) {
-            let (tag, rest) = item.split_at(1);
-            ensure!(tag == "A" || tag == "P", "{}: slashing tag {tag:?}", at());
-            let mut bytes = tag.as_bytes().to_vec();
-            bytes.extend(hex::decode(rest).with_context(at)?);
-            entries.push(bytes);
-        }
-        out.push(ClientBatch {
-            index: f[0].parse().with_context(at)?,
-            current_epoch: f[2].parse().with_context(at)?,
-            wall_ms: f[5].parse().with_context(at)?,
-            digest: digest(entries),
-        });
-    }
-    Ok(out)
-}
-
-/// One line of the comparison: a phase of one row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PhaseComparison {
-    /// The port's row name.
-    pub row: String,
-    /// The phase.
-    pub phase: Phase,
-    /// Batches in the phase.
-    pub batches: usize,
-    /// Median batch time of the port, ms.
-    pub port_ms: f64,
-    /// Median batch time of the client, ms.
-    pub client_ms: f64,
-}
-
-/// Compares a client run with the port's row: per-phase medians, and the same slashings in
-/// every batch.
-///
-/// # Errors
-/// A batch only one side replayed, or whose slashings differ.
-pub fn compare(
-    row: &BackendResult,
-    client: &[ClientBatch],
-) -> anyhow::Result<Vec<PhaseComparison>> {
-    let port: BTreeMap<u64, _> = row.batches.iter().map(|b| (b.index, b)).collect();
-    ensure!(
-        !client.is_empty(),
-        "the client CSV for {} has no batches",
-        row.name
-    );
-    ensure!(
-        client.len() == port.len(),
-        "{}: the port replayed {} batches, the client {}",
-        row.name,
-        port.len(),
-        client.len()
-    );
-    let mut differ = Vec::new();
-    for c in client {
-        let Some(p) = port.get(&c.index) else {
-            bail!(
-                "{}: batch {} is in the client CSV, not in the port's run",
-                row.name,
-                c.index
-            );
-        };
-        ensure!(
-            p.current_epoch == c.current_epoch,
-            "{}: batch {} has epoch {} in the port's run and {} in the client's",
-            row.name,
-            c.index,
-            p.current_epoch,
-            c.current_epoch
-        );
-        if p.slashings_digest != c.digest {
-            differ.push(c.index);
-        }
-    }
-    ensure!(
-        differ.is_empty(),
-        "{}: the client and the port found different slashings in {} batch(es), first {:?}",
-        row.name,
-        differ.len(),
-        &differ[..differ.len().min(10)]
-    );
-    let first = client[0].current_epoch;
-    let mut out = Vec::new();
-    for phase in Phase::ALL {
-        let of = |epoch: u64| Phase::of_offset(epoch.saturating_sub(first)) == phase;
-        let c: Vec<f64> = client
-            .iter()
-            .filter(|b| of(b.current_epoch))
-            .map(|b| b.wall_ms)
-            .collect();
-        let p: Vec<f64> = row
-            .batches
-            .iter()
-            .filter(|b| of(b.current_epoch))
-            .map(|b| b.wall_ms)
-            .collect();
-        if c.is_empty() {
+    let mut run = ClientRun {
+        settings,
+        batches: Vec::new(),
+        slashings: Vec::new(),
+        elapsed_s: None,
+        peak_rss_bytes: None,
+    };
+    for (n, line) in lines {
+        if let Some(kv) = key_values(line, "# end ") {
+            let elapsed = value(&kv, "elapsed_s", &at_line(n))?;
+            run.elapsed_s = Some(elapsed.parse().with_context(|| at_line(n))?);
+            let rss: u64 = value(&kv, "peak_rss_bytes", &at_line(n))?
+                .parse()
+                .with_context(|| at_line(n))?;
+            run.peak_rss_bytes = (rss > 0).then_some(rss);
             continue;
         }
-        out.push(PhaseComparison {
-            row: row.name.clone(),
-            phase,
-            batches: c.len(),
-            port_ms: Summary::of(&p).median,
-            client_ms: Summary::of(&c).median,
-        });
-    }
-    Ok(out)
-}
-
-/// The Markdown table of comparisons.
-pub fn render(lines: &[PhaseComparison]) -> String {
-    let mut s = String::from(
-        "| row | phase | batches | port median ms | Lighthouse median ms | port / Lighthouse |\n\
-         |---|---|---:|---:|---:|---:|\n",
-    );
-    for l in lines {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {:.1} | {:.1} | {:.2} |",
-            l.row,
-            l.phase.name(),
-            l.batches,
-            l.port_ms,
-            l.client_ms,
-            l.port_ms / l.client_ms
+        ensure!(
+            run.elapsed_s.is_none(),
+            "{}: a line after the end line",
+            at_line(n)
         );
+        let f: Vec<&str> = line.split(',').collect();
+        let [index, slot, epoch, headers, atts, wall, process, prune, a_count, p_count, found] =
+            f[..]
+        else {
+            bail!("{}: expected 11 fields, found {}", at_line(n), f.len());
+        };
+        let (mut attester, mut proposer) = (HashSet::new(), HashSet::new());
+        for item in found.split('|').filter(|s| !s.is_empty()) {
+            let (tag, rest) = item.split_at(1);
+            let bytes = hex::decode(rest).with_context(|| at_line(n))?;
+            let bad = |e: ssz::DecodeError| anyhow::anyhow!("{}: slashing SSZ: {e:?}", at_line(n));
+            match tag {
+                "A" => attester.insert(AttesterSlashing::from_ssz_bytes(&bytes).map_err(bad)?),
+                "P" => proposer.insert(ProposerSlashing::from_ssz_bytes(&bytes).map_err(bad)?),
+                _ => bail!("{}: slashing tag {tag:?}", at_line(n)),
+            };
+        }
+        let parse_u64 = |s: &str| s.parse::<u64>().with_context(|| at_line(n));
+        let parse_f64 = |s: &str| s.parse::<f64>().with_context(|| at_line(n));
+        let (attester_slashings, proposer_slashings) =
+            (parse_u64(a_count)? as usize, parse_u64(p_count)? as usize);
+        ensure!(
+            attester_slashings == attester.len() && proposer_slashings == proposer.len(),
+            "{}: the slashing counts do not match the slashings listed",
+            at_line(n)
+        );
+        run.batches.push(BatchRecord {
+            index: parse_u64(index)?,
+            slot: parse_u64(slot)?,
+            current_epoch: parse_u64(epoch)?,
+            headers: parse_u64(headers)? as usize,
+            attestations: parse_u64(atts)? as usize,
+            wall_ms: parse_f64(wall)?,
+            process_ms: parse_f64(process)?,
+            prune_ms: parse_f64(prune)?,
+            attester_slashings,
+            proposer_slashings,
+            slashings_digest: slashings_digest(&attester, &proposer),
+            ..BatchRecord::default()
+        });
+        run.slashings.push((attester, proposer));
     }
-    s
+    Ok(run)
 }
 
-/// `slasher-bench client-compare`.
+/// Opens a database with the port's adapter and returns its files (`filenames()`).
+struct Files<'a>(&'a Path);
+
+impl BackendVisitor for Files<'_> {
+    type Output = Result<Vec<PathBuf>, slasher_adapters::Error>;
+    fn visit<E: Environment>(self) -> Self::Output {
+        Ok(E::open(&BackendConfig::new(self.0))?.filenames())
+    }
+}
+
+/// `slasher-bench import-client`.
 ///
 /// # Errors
-/// Unreadable inputs, a row missing from the report, or any difference in slashings.
-pub fn run(args: ClientCompareArgs) -> anyhow::Result<()> {
-    let report = report::load(&args.port)?;
-    let rows: Vec<&BackendResult> = report.runs.iter().flat_map(|r| &r.backends).collect();
-    let mut lines = Vec::new();
-    for (name, csv) in &args.clients {
-        let Some(row) = rows.iter().find(|r| &r.name == name) else {
-            bail!("{}: no row named {name}", args.port.display());
-        };
-        let text =
-            std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
-        let client = parse_client_csv(&text, csv)?;
-        lines.extend(compare(row, &client)?);
-        println!("{name}: same slashings in all {} batches", client.len());
+/// Unreadable inputs, a CSV whose batches are not the fixture's, a database the port's adapter
+/// cannot open, or an output directory that cannot be written.
+pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.csv)
+        .with_context(|| format!("reading {}", args.csv.display()))?;
+    let client = parse_client_csv(&text, &args.csv)?;
+    let mut reader = FixtureReader::open(&args.fixture)
+        .with_context(|| format!("opening {}", args.fixture.display()))?;
+    let manifest = reader.manifest().clone();
+    ensure!(
+        !client.batches.is_empty(),
+        "{}: the runner replayed no batch",
+        args.csv.display()
+    );
+    // The runner must have replayed this fixture's batches, in order, from the first.
+    for b in &client.batches {
+        let f = reader.next().transpose()?.with_context(|| {
+            format!(
+                "{}: batch {} is past the end of {}",
+                args.csv.display(),
+                b.index,
+                args.fixture.display()
+            )
+        })?;
+        ensure!(
+            (b.index, b.slot, b.current_epoch) == (f.index, f.slot, f.current_epoch),
+            "{}: batch {} (slot {}, epoch {}) is not batch {} of {} (slot {}, epoch {})",
+            args.csv.display(),
+            b.index,
+            b.slot,
+            b.current_epoch,
+            f.index,
+            args.fixture.display(),
+            f.slot,
+            f.current_epoch
+        );
     }
-    let table = render(&lines);
-    print!("{table}");
-    if let Some(out) = &args.out {
-        std::fs::write(out, &table).with_context(|| format!("writing {}", out.display()))?;
+    let backend: DatabaseBackend = client
+        .settings
+        .backend
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.csv.display()))?;
+    // Opening an empty directory would create a database rather than measure one.
+    let entries = std::fs::read_dir(&args.db_dir)
+        .with_context(|| format!("reading {}", args.db_dir.display()))?;
+    ensure!(
+        entries.count() > 0,
+        "{} holds no database: give the directory the runner used",
+        args.db_dir.display()
+    );
+    let fs = probe_fs(&args.db_dir)?;
+    let files = with_backend(backend, Files(&args.db_dir))?.with_context(|| {
+        format!(
+            "opening {} with the port's {backend} adapter",
+            args.db_dir.display()
+        )
+    })?;
+    let size = files_size(&files);
+    if args.remove_db {
+        destroy_database_dir(&args.db_dir)
+            .with_context(|| format!("removing {}", args.db_dir.display()))?;
     }
+
+    let replayed = client.batches.len() as u64;
+    let interrupted = client.elapsed_s.is_none();
+    let mut found = SlashingsFound::default();
+    for (b, (attester, proposer)) in client.batches.iter().zip(&client.slashings) {
+        found.attester += attester.len();
+        found.proposer += proposer.len();
+        found.list.extend(summarise(b.index, attester, proposer));
+    }
+    let expected_slashings =
+        expected_within(&manifest, replayed).map(|e| check_expected(&e, &found.list));
+    let walls: Vec<f64> = client.batches.iter().map(|b| b.wall_ms).collect();
+    let wall = Summary::of(&walls);
+    let row = BackendResult {
+        name: format!("lighthouse:{}@{}", backend.name(), fs.label()),
+        backend: backend.name().into(),
+        filesystem: fs.label(),
+        // Lighthouse's LMDB commits are synced and butter_db's are snapshots.
+        durable: true,
+        durability: "immediate".into(),
+        fs,
+        db_dir: args.db_dir.clone(),
+        first_batch_ms: client.batches.first().map_or(0.0, |b| b.wall_ms),
+        median_batch_ms: wall.median,
+        p99_batch_ms: wall.p99,
+        max_batch_ms: wall.max,
+        mean_batch_ms: wall.mean,
+        total_s: wall.sum / 1000.0,
+        elapsed_s: client.elapsed_s.unwrap_or(0.0),
+        db_bytes_final: size.apparent,
+        db_allocated_bytes_final: size.allocated,
+        peak_rss_bytes: client.peak_rss_bytes,
+        slashings: found,
+        expected_slashings,
+        batches: client.batches,
+        interrupted,
+        client: Some(format!("lighthouse {}", client.settings.lighthouse)),
+        ..BackendResult::default()
+    };
+    let correctness = report::correctness(&[&row]);
+    let run = Run {
+        started_unix_s: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        command: std::env::args().collect(),
+        fixture: FixtureInfo {
+            path: args.fixture.clone(),
+            name: manifest.description.name.clone(),
+            records_sha256: manifest.contents.records_sha256.clone(),
+            batch_count: manifest.contents.batch_count,
+            batches_replayed: client.settings.batches.min(manifest.contents.batch_count),
+            manifest: serde_json::to_value(&manifest)?,
+        },
+        slasher_config: SlasherConfigInfo {
+            chunk_size: client.settings.chunk,
+            validator_chunk_size: client.settings.validator_chunk,
+            history_length: client.settings.history,
+            attestation_root_cache_size: LIGHTHOUSE_ATT_CACHE,
+            max_db_size_mbs: DEFAULT_MAX_DB_SIZE_MBS,
+            durability_requested: "immediate".into(),
+            tile_codec: "lighthouse".into(),
+            update_period_s: 12,
+        },
+        machine: Machine::probe(),
+        build: Build::probe(),
+        notes: vec![format!(
+            "row {name}: replayed by Lighthouse's own slasher (lighthouse {rev}, \
+             integration/lighthouse/replay.rs) and imported by slasher-bench import-client; \
+             measured: batch wall time (process_queued + prune_database), the slashings, the \
+             runner's peak RSS, and the database size afterwards with the port's adapter \
+             (filenames()); not measured (n/m): commit, storage, bytes written, device bytes; \
+             `build` is slasher-bench's, not the runner's",
+            name = row.name,
+            rev = client.settings.lighthouse
+        )],
+        backends: vec![row],
+        failures: Vec::new(),
+        correctness,
+        interrupted,
+        interrupted_by: None,
+        not_started: Vec::new(),
+    };
+    let report = Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: format!("slasher-bench {}", env!("CARGO_PKG_VERSION")),
+        runs: vec![run],
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    report::write_outputs(&report, &args.out)?;
+    let row = &report.runs[0].backends[0];
+    eprintln!(
+        "{}: {} batches, median {:.1} ms, {} slashings; report in {}",
+        row.name,
+        row.batches.len(),
+        row.median_batch_ms,
+        row.slashings.attester + row.slashings.proposer,
+        args.out.display()
+    );
     Ok(())
 }
 
@@ -238,31 +389,65 @@ pub fn run(args: ClientCompareArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_client_digest_is_the_ports() {
-        // Same entries in any order give the same digest; none gives None.
-        let a = digest(vec![b"Px".to_vec(), b"Aab".to_vec()]);
-        let b = digest(vec![b"Aab".to_vec(), b"Px".to_vec()]);
-        assert_eq!(a, b);
-        assert!(a.is_some());
-        assert_eq!(digest(vec![]), None);
-        assert_ne!(a, digest(vec![b"Aab".to_vec()]));
-    }
+    const CSV: &str = "# butter_replay lighthouse=2e0eb6d1b8 backend=lmdb history=256 chunk=16 \
+                       validator_chunk=256 batches=2\n\
+                       index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
+                       attester_slashings,proposer_slashings,slashings\n\
+                       0,32,1,1,10,12.5,12.0,0.5,0,0,\n\
+                       1,33,1,1,10,2.5,2.0,0.5,0,0,\n\
+                       # end batches=2 elapsed_s=1.250 peak_rss_bytes=4096\n";
 
     #[test]
     fn the_runner_csv_is_parsed_and_checked() {
         let path = Path::new("x.csv");
-        let text = "index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
-                    attester_slashings,proposer_slashings,slashings\n\
-                    0,32,1,1,10,12.5,12.0,0.5,0,1,P0a0b\n\
-                    1,33,1,1,10,2.5,2.0,0.5,0,0,\n";
-        let batches = parse_client_csv(text, path).expect("parses");
-        assert_eq!(batches.len(), 2);
-        assert_eq!(batches[0].digest, digest(vec![vec![b'P', 0x0a, 0x0b]]));
-        assert_eq!(batches[1].digest, None);
-        assert_eq!(batches[1].wall_ms, 2.5);
-        assert!(parse_client_csv("a,b\n", path).is_err());
-        let bad_hex = text.replace("P0a0b", "Pzz");
-        assert!(parse_client_csv(&bad_hex, path).is_err());
+        let run = parse_client_csv(CSV, path).expect("parses");
+        assert_eq!(run.settings.backend, "lmdb");
+        assert_eq!(run.settings.history, 256);
+        assert_eq!(run.settings.lighthouse, "2e0eb6d1b8");
+        assert_eq!(run.batches.len(), 2);
+        assert_eq!(run.batches[1].wall_ms, 2.5);
+        assert_eq!(run.batches[0].slashings_digest, None);
+        assert_eq!(run.elapsed_s, Some(1.25));
+        assert_eq!(run.peak_rss_bytes, Some(4096));
+
+        // Without its end line the run counts as unfinished.
+        let cut = CSV.rsplit_once("# end").expect("end line").0;
+        assert_eq!(parse_client_csv(cut, path).expect("parses").elapsed_s, None);
+        // A CSV of something else, bad hex, bad SSZ, a count that does not match the list.
+        assert!(parse_client_csv("index,slot\n", path).is_err());
+        let with = |s: &str| CSV.replace("0,0,\n1,33", &format!("0,1,{s}\n1,33"));
+        assert!(parse_client_csv(&with("Pzz"), path).is_err());
+        assert!(parse_client_csv(&with("P0a0b"), path).is_err());
+        assert!(parse_client_csv(&CSV.replace("0.5,0,0,\n1", "0.5,0,1,\n1"), path).is_err());
+    }
+
+    #[test]
+    fn a_proposer_slashing_from_the_runner_gets_the_ports_digest() {
+        use slasher_adapters::slasher::types::{
+            BeaconBlockHeader, Hash256, SignedBeaconBlockHeader,
+        };
+        use ssz::Encode;
+        let header = |root: u8| SignedBeaconBlockHeader {
+            message: BeaconBlockHeader {
+                slot: 33,
+                proposer_index: 7,
+                parent_root: Hash256::repeat_byte(root),
+                state_root: Hash256::ZERO,
+                body_root: Hash256::ZERO,
+            },
+            signature: [0; 96],
+        };
+        let slashing = ProposerSlashing {
+            signed_header_1: header(1),
+            signed_header_2: header(2),
+        };
+        let text = CSV.replace(
+            "0,0,\n1,33",
+            &format!("0,1,P{}\n1,33", hex::encode(slashing.as_ssz_bytes())),
+        );
+        let run = parse_client_csv(&text, Path::new("x.csv")).expect("parses");
+        let port = slashings_digest(&HashSet::new(), &HashSet::from([slashing]));
+        assert!(port.is_some());
+        assert_eq!(run.batches[0].slashings_digest, port);
     }
 }

@@ -62,10 +62,11 @@ enum Command {
     /// replay it with samples of size, extents, snapshots, metadata and RSS (see
     /// docs/benchmarks.md).
     Soak(slasher_bench::soak::SoakArgs),
-    /// Compare the port's replay with the same batches replayed through Lighthouse's own
-    /// slasher (scripts/lighthouse.sh ... bench): per-phase medians, and the same slashings in
-    /// every batch.
-    ClientCompare(slasher_bench::client::ClientCompareArgs),
+    /// Turn a replay through Lighthouse's own slasher (the CSV of scripts/lighthouse.sh's runner)
+    /// into a report row `lighthouse:<backend>@<fs>`, which `report` merges beside the port's
+    /// rows: the correctness gate then compares client and port, and the report gives the
+    /// port's medians against the client's per phase.
+    ImportClient(slasher_bench::client::ImportClientArgs),
 }
 
 #[derive(Debug, Args)]
@@ -343,7 +344,7 @@ fn main() -> ExitCode {
         Command::Report(args) => slasher_bench::report::run(args),
         Command::Clean(args) => slasher_bench::clean::run(args),
         Command::Soak(args) => slasher_bench::soak::run(args),
-        Command::ClientCompare(args) => slasher_bench::client::run(args),
+        Command::ImportClient(args) => slasher_bench::client::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

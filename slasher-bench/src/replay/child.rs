@@ -264,6 +264,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         batches,
         samples,
         interrupted,
+        client: None,
     })
 }
 

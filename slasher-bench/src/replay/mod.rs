@@ -70,8 +70,7 @@ use self::dirs::*;
 use self::run_info::*;
 pub use self::settings::SlasherSettings;
 use self::settings::*;
-pub use self::summary::digest_of_slashings;
-use self::summary::*;
+pub(crate) use self::summary::*;
 
 /// `slasher-bench replay`.
 #[derive(Debug, Clone, clap::Args)]

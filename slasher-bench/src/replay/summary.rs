@@ -5,7 +5,7 @@ use super::*;
 
 /// SHA-256 over the sorted, tagged SSZ encodings of a batch's slashings; `None` if there are
 /// none. Equal sets give equal digests whatever order a backend found them in.
-pub(super) fn slashings_digest(
+pub(crate) fn slashings_digest(
     attester: &HashSet<AttesterSlashing>,
     proposer: &HashSet<ProposerSlashing>,
 ) -> Option<String> {
@@ -25,9 +25,8 @@ pub(super) fn slashings_digest(
 
 /// The digest of one batch's slashings, each given as a tag byte (`A` attester, `P` proposer)
 /// followed by its SSZ: SHA-256 over the sorted entries, each preceded by its length as a
-/// little-endian u64; `None` when there are none. `client-compare` digests Lighthouse's
-/// slashings with it too.
-pub fn digest_of_slashings(mut entries: Vec<Vec<u8>>) -> Option<String> {
+/// little-endian u64; `None` when there are none.
+fn digest_of_slashings(mut entries: Vec<Vec<u8>>) -> Option<String> {
     if entries.is_empty() {
         return None;
     }
@@ -49,7 +48,7 @@ pub(super) fn vote(a: &IndexedAttestation) -> VoteRecord {
 }
 
 /// Human-readable summaries of one batch's slashings, in a deterministic order.
-pub(super) fn summarise(
+pub(crate) fn summarise(
     batch: u64,
     attester: &HashSet<AttesterSlashing>,
     proposer: &HashSet<ProposerSlashing>,
@@ -128,7 +127,7 @@ pub(crate) fn expected_within(manifest: &Manifest, replayed: u64) -> Option<Vec<
 }
 
 /// Match the manifest's injected slashings against what was found.
-pub(super) fn check_expected(
+pub(crate) fn check_expected(
     expected: &[ExpectedSlashing],
     found: &[SlashingRecord],
 ) -> ExpectedCheck {

@@ -204,6 +204,11 @@ pub struct BackendResult {
     /// fewer than the run's `batches_replayed`.
     #[serde(default)]
     pub interrupted: bool,
+    /// `None`: replayed by the project's port of the slasher. Otherwise the client whose own
+    /// slasher replayed it (`lighthouse <commit>`, `slasher-bench import-client`): such a row
+    /// measures batch times, slashings, peak RSS and the final database size only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// One batch of one backend.

@@ -77,8 +77,8 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// The LMDB row a row is compared with: LMDB on the same filesystem if present in the group,
-/// else any LMDB row of the group.
+/// The LMDB row a row is compared with: LMDB replayed by the same slasher (the port, or the
+/// same client) on the same filesystem if present in the group, else on any filesystem.
 pub(super) fn baseline<'a>(
     row: &BackendResult,
     group: &[(usize, &'a BackendResult)],
@@ -87,7 +87,7 @@ pub(super) fn baseline<'a>(
         group
             .iter()
             .map(|(_, r)| *r)
-            .filter(|r| r.backend == "lmdb" && r.durable)
+            .filter(|r| r.backend == "lmdb" && r.durable && r.client == row.client)
     };
     lmdb()
         .find(|r| r.filesystem == row.filesystem)
@@ -107,6 +107,15 @@ pub(super) fn mib(bytes: u64) -> String {
 
 pub(super) fn opt_mib(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "n/m".into(), mib)
+}
+
+/// `value`, or `n/m` for a client's row, which does not measure it.
+pub(super) fn unless_client(row: &BackendResult, value: String) -> String {
+    if row.client.is_some() {
+        "n/m".into()
+    } else {
+        value
+    }
 }
 
 /// `report.md`.
@@ -174,7 +183,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
             let _ = writeln!(
                 s,
                 "| {run_index} | {}{} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
-                 {} | {} | {} | {} | {:.2} | {} / {} | {} | {} | {} | {} |",
+                 {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
                 r.name,
                 if r.interrupted {
                     format!(" (**partial**: {} batches)", r.batches.len())
@@ -191,17 +200,18 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
                 ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
                 ratio(r.first_batch_ms, base.map(|b| b.first_batch_ms)),
                 ratio(r.total_s, base.map(|b| b.total_s)),
-                r.median_commit_ms,
+                unless_client(r, format!("{:.2}", r.median_commit_ms)),
                 mib(r.db_bytes_final),
                 mib(r.db_allocated_bytes_final),
-                mib(r.bytes_written),
-                opt_mib(r.device_bytes_written),
+                unless_client(r, mib(r.bytes_written)),
+                unless_client(r, opt_mib(r.device_bytes_written)),
                 opt_mib(r.peak_rss_bytes),
                 r.slashings.attester + r.slashings.proposer,
             );
         }
         s.push('\n');
         render_phases(&mut s, &group);
+        render_client_pairs(&mut s, &group);
         render_soak(&mut s, &group);
         let expected: Vec<String> = group
             .iter()
@@ -355,22 +365,97 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
             } else {
                 "–".into()
             };
-            let _ = writeln!(
+            let _ =
+                writeln!(
                 s,
-                "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {share} | {} | {} | {} | {} |",
+                "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} |",
                 r.name,
                 phase.name(),
                 t.batches,
                 t.median_ms,
                 t.total_s,
-                t.storage_median_ms,
-                t.storage_total_s,
+                unless_client(r, format!("{:.1}", t.storage_median_ms)),
+                unless_client(r, format!("{:.2}", t.storage_total_s)),
+                unless_client(r, share),
                 ratio(t.median_ms, b.map(|b| b.median_ms)),
                 ratio(t.total_s, b.map(|b| b.total_s)),
-                ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms)),
-                ratio(t.storage_total_s, b.map(|b| b.storage_total_s)),
+                unless_client(r, ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms))),
+                unless_client(r, ratio(t.storage_total_s, b.map(|b| b.storage_total_s))),
             );
         }
+    }
+    s.push('\n');
+}
+
+/// One phase of a port row beside the same backend and filesystem replayed by a client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientPair {
+    /// The port's row.
+    pub port: String,
+    /// The client's row.
+    pub client: String,
+    /// The phase.
+    pub phase: Phase,
+    /// The port's times in the phase.
+    pub port_times: PhaseTimes,
+    /// The client's times in the phase.
+    pub client_times: PhaseTimes,
+}
+
+/// Every port row of a group that has a client row of the same backend and filesystem, phase
+/// by phase (the group's correctness gate has already compared their slashings).
+pub fn client_pairs(group: &[(usize, &BackendResult)]) -> Vec<ClientPair> {
+    let mut out = Vec::new();
+    for (_, port) in group.iter().filter(|(_, r)| r.client.is_none()) {
+        let clients = group.iter().filter(|(_, c)| {
+            c.client.is_some() && c.backend == port.backend && c.filesystem == port.filesystem
+        });
+        for (_, client) in clients {
+            for phase in Phase::ALL {
+                if let (Some(p), Some(c)) = (phase_times(port, phase), phase_times(client, phase)) {
+                    out.push(ClientPair {
+                        port: port.name.clone(),
+                        client: client.name.clone(),
+                        phase,
+                        port_times: p,
+                        client_times: c,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The port against the client, per phase: how far the port's cost is from what a node
+/// running the client spends on the same batches.
+pub(super) fn render_client_pairs(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let pairs = client_pairs(group);
+    if pairs.is_empty() {
+        return;
+    }
+    s.push_str(
+        "The port against the client's own slasher on the same batches (port ÷ client: above 1 \
+         the port costs more than the client):\n\n\
+         | port row | client row | phase | batches | port median | client median | median ÷ client | \
+         port total s | client total s | total ÷ client |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for p in &pairs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {} |",
+            p.port,
+            p.client,
+            p.phase.name(),
+            p.port_times.batches,
+            p.port_times.median_ms,
+            p.client_times.median_ms,
+            ratio(p.port_times.median_ms, Some(p.client_times.median_ms)),
+            p.port_times.total_s,
+            p.client_times.total_s,
+            ratio(p.port_times.total_s, Some(p.client_times.total_s)),
+        );
     }
     s.push('\n');
 }

@@ -1,6 +1,6 @@
 //! Unit tests of the report: gate, phases, soak trend, rendering.
 
-use super::render::{baseline, ratio, render_phases};
+use super::render::{baseline, ratio, render_client_pairs, render_phases};
 use super::*;
 
 fn row(name: &str, backend: &str, fs: &str, digests: &[Option<&str>]) -> BackendResult {
@@ -283,4 +283,112 @@ fn scale_rows_compare_with_lmdb_at_the_same_validator_count() {
         .expect("butter's line");
     assert!(line.contains("| 0.25× |"), "{line}");
     assert!(line.contains("| 2.00× |"), "{line}");
+}
+
+#[test]
+fn client_rows_are_compared_with_their_own_lmdb_and_paired_with_the_port() {
+    let client = |mut r: BackendResult| {
+        r.name = format!("lighthouse:{}", r.name);
+        r.client = Some("lighthouse 2e0eb6d1b8".into());
+        r
+    };
+    let port_lmdb = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 50.0), (2, 10.0, 5.0)]);
+    let port_butter = timed_row("butter@ext4", "butter", &[(1, 80.0, 20.0), (2, 8.0, 2.0)]);
+    let lh_lmdb = client(timed_row(
+        "lmdb@ext4",
+        "lmdb",
+        &[(1, 200.0, 0.0), (2, 20.0, 0.0)],
+    ));
+    let lh_butter = client(timed_row(
+        "butter@ext4",
+        "butter",
+        &[(1, 150.0, 0.0), (2, 16.0, 0.0)],
+    ));
+    let group: Vec<(usize, &BackendResult)> = vec![
+        (0, &port_lmdb),
+        (1, &port_butter),
+        (2, &lh_lmdb),
+        (3, &lh_butter),
+    ];
+
+    // Each slasher's rows are compared with that slasher's LMDB row.
+    assert_eq!(
+        baseline(&lh_butter, &group).map(|b| b.name.as_str()),
+        Some("lighthouse:lmdb@ext4")
+    );
+    assert_eq!(
+        baseline(&port_butter, &group).map(|b| b.name.as_str()),
+        Some("lmdb@ext4")
+    );
+
+    // Port ÷ client per phase, for each port row with a client row of the same backend and fs.
+    let pairs = client_pairs(&group);
+    let got: Vec<(&str, &str, Phase, f64, f64)> = pairs
+        .iter()
+        .map(|p| {
+            let (port, client) = (p.port.as_str(), p.client.as_str());
+            (
+                port,
+                client,
+                p.phase,
+                p.port_times.median_ms,
+                p.client_times.median_ms,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "lmdb@ext4",
+                "lighthouse:lmdb@ext4",
+                Phase::ColdEpoch,
+                100.0,
+                200.0
+            ),
+            (
+                "lmdb@ext4",
+                "lighthouse:lmdb@ext4",
+                Phase::NextEpoch,
+                10.0,
+                20.0
+            ),
+            (
+                "butter@ext4",
+                "lighthouse:butter@ext4",
+                Phase::ColdEpoch,
+                80.0,
+                150.0
+            ),
+            (
+                "butter@ext4",
+                "lighthouse:butter@ext4",
+                Phase::NextEpoch,
+                8.0,
+                16.0
+            ),
+        ]
+    );
+
+    let mut s = String::new();
+    render_client_pairs(&mut s, &group);
+    assert!(
+        s.contains(
+            "| butter@ext4 | lighthouse:butter@ext4 | cold epoch | 1 | 80.0 | 150.0 | 0.53× |"
+        ),
+        "{s}"
+    );
+
+    // The phase table shows n/m where the client measures nothing.
+    let mut s = String::new();
+    render_phases(&mut s, &group);
+    let lh_line = s
+        .lines()
+        .find(|l| l.contains("| lighthouse:butter@ext4 | cold epoch |"))
+        .expect("client row in the phase table");
+    assert!(lh_line.contains("n/m"), "{lh_line}");
+    assert!(
+        lh_line.contains("| 0.75× |"),
+        "butter ÷ the client's LMDB: {lh_line}"
+    );
 }
