@@ -14,6 +14,10 @@
 #                       (BENCH_BUDGET_MIN, default 45 minutes) leaves room for a second pair.
 #   all                 lmdb, mdbx and redb on ext4 and on btrfs, and butter on btrfs.
 #   a list              e.g. BENCH_ROWS=lmdb@btrfs,butter@btrfs
+#   lighthouse:lmdb@ext4, lighthouse:lmdb@btrfs, lighthouse:butter@btrfs  (in a list) the same
+#                       batches through Lighthouse's own slasher: needs BENCH_LIGHTHOUSE_RUNNER
+#                       (`scripts/lighthouse.sh LIGHTHOUSE_DIR bench` sets it and these rows);
+#                       the row is imported with `slasher-bench import-client`
 # Rows run two at a time, each its own `slasher-bench replay` process pinned to its own core
 # (`taskset`), so the two rows of a pair share the machine, disk and time alike. The first row
 # of a pair draws its progress bar (with ETA) on the terminal; the second writes to ROW.log in
@@ -53,6 +57,8 @@
 #   BENCH_IMAGE_SIZE   size of each image (default 16G)
 #   BENCH_TMPDIR       where the images go (default /var/tmp; must not be tmpfs)
 #   BENCH_EXT4_DIR, BENCH_BTRFS_DIR  use these directories instead of making images
+#   BENCH_LIGHTHOUSE_RUNNER  the replay runner built inside a Lighthouse checkout, for the
+#                      lighthouse:* rows (chunk sizes: Lighthouse's defaults, 16×256)
 #   CARGO_TARGET_DIR   cargo's target directory (default ./target)
 set -euo pipefail
 
@@ -177,7 +183,11 @@ plan_rows() {
     for r in "${ROWS[@]}"; do
         case $r in
             lmdb@ext4 | mdbx@ext4 | redb@ext4 | lmdb@btrfs | mdbx@btrfs | redb@btrfs | butter@btrfs) ;;
-            *) die "BENCH_ROWS: unknown row '$r' (lmdb, mdbx or redb @ext4 or @btrfs; butter@btrfs)" ;;
+            lighthouse:lmdb@ext4 | lighthouse:lmdb@btrfs | lighthouse:butter@btrfs)
+                [[ -x ${BENCH_LIGHTHOUSE_RUNNER:-} ]] ||
+                    die "row $r needs BENCH_LIGHTHOUSE_RUNNER, the runner built by scripts/lighthouse.sh LIGHTHOUSE_DIR bench"
+                ;;
+            *) die "BENCH_ROWS: unknown row '$r' (lmdb, mdbx or redb @ext4 or @btrfs; butter@btrfs; lighthouse:lmdb@ext4, lighthouse:lmdb@btrfs, lighthouse:butter@btrfs)" ;;
         esac
     done
 }
@@ -191,50 +201,71 @@ drop_caches() {
     fi
 }
 
-# replay_args ROW: the slasher-bench arguments of one row, in ARGS.
-ARGS=()
-replay_args() {
-    local row=$1 backend=${1%@*} fs=${1#*@} dir=$BTRFS_DIR
+# row_command ROW: the command of one row, in CMD. A port row is a `slasher-bench replay`; a
+# lighthouse:* row is the runner on a fresh directory, whose path goes to CLIENT_DB (empty for
+# a port row) for the import afterwards.
+CMD=()
+CLIENT_DB=""
+row_command() {
+    local row=$1 backend=${1%@*} fs=${1#*@} dir=$BTRFS_DIR batches=${BENCH_BATCHES:-128}
     [[ $fs == ext4 ]] && dir=$EXT4_DIR
-    ARGS=(replay --fixture "$FIXTURE" --backends "$backend" --db-dir "$dir" --out "$OUT/$row"
+    CLIENT_DB=""
+    if [[ $backend == lighthouse:* ]]; then
+        backend=${backend#lighthouse:}
+        CLIENT_DB=$(mktemp -d "$dir/lighthouse-$backend.XXXXXX")
+        [[ $batches == all ]] && batches=1000000000
+        CMD=("$BENCH_LIGHTHOUSE_RUNNER" "$FIXTURE" "$CLIENT_DB" "$OUT/$row.csv" "$backend"
+            "$batches" "$HISTORY" 16 256)
+        return
+    fi
+    CMD=("$BIN" replay --fixture "$FIXTURE" --backends "$backend" --db-dir "$dir" --out "$OUT/$row"
         --history-length "$HISTORY")
-    local batches=${BENCH_BATCHES:-128}
-    [[ $batches != all ]] && ARGS+=(--batches "$batches")
+    [[ $batches != all ]] && CMD+=(--batches "$batches")
     # shellcheck disable=SC2206 # the extra arguments are split on spaces on purpose
-    ARGS+=(${BENCH_REPLAY_ARGS:-})
+    CMD+=(${BENCH_REPLAY_ARGS:-})
+}
+
+# finish_row ROW STATUS DB: a client row's CSV becomes a report row (its database is measured,
+# then removed); a failed row sets RC. Adds the row's report directory to RUNS.
+RC=0
+RUNS=()
+finish_row() {
+    local row=$1 rc=$2 db=$3
+    if ((rc == 0)) && [[ -n $db ]]; then
+        "$BIN" import-client --fixture "$FIXTURE" --csv "$OUT/$row.csv" --db-dir "$db" \
+            --remove-db --out "$OUT/$row" || rc=$?
+    fi
+    if ((rc != 0)); then
+        RC=$rc
+        log "row $row FAILED (exit $rc); going on to merge what there is"
+    fi
+    [[ -f $OUT/$row/report.json ]] && RUNS+=("$OUT/$row")
+    return 0
 }
 
 # run_pair ROW [ROW2]: ROW in the foreground on core 0 (progress bar on the terminal) and
 # ROW2 at the same time on core 1 (output in ROW2.log).
-RC=0
-RUNS=()
 run_pair() {
-    local a=$1 b=${2:-} rc_b=0 r
+    local a=$1 b=${2:-} rc_a=0 rc_b=0 db_b=""
     drop_caches
     if [[ -n $b ]]; then
-        replay_args "$b"
-        log "row $b on core 1 (output in $OUT/$b.log): slasher-bench ${ARGS[*]}"
-        taskset -c 1 "$BIN" "${ARGS[@]}" --no-progress >"$OUT/$b.log" 2>&1 &
+        row_command "$b"
+        db_b=$CLIENT_DB
+        [[ -z $db_b ]] && CMD+=(--no-progress)
+        log "row $b on core 1 (output in $OUT/$b.log): ${CMD[*]}"
+        taskset -c 1 "${CMD[@]}" >"$OUT/$b.log" 2>&1 &
         BG_PID=$!
     fi
-    replay_args "$a"
-    log "row $a on core 0: slasher-bench ${ARGS[*]}"
-    taskset -c 0 "$BIN" "${ARGS[@]}" || {
-        RC=$?
-        log "row $a FAILED (exit $RC); going on to merge what there is"
-    }
+    row_command "$a"
+    log "row $a on core 0: ${CMD[*]}"
+    taskset -c 0 "${CMD[@]}" || rc_a=$?
+    finish_row "$a" "$rc_a" "$CLIENT_DB"
     if [[ -n $b ]]; then
         wait "$BG_PID" || rc_b=$?
         BG_PID=""
-        grep -E '^ +[a-z].*: (first|FAILED)' "$OUT/$b.log" || true
-        if ((rc_b != 0)); then
-            RC=$rc_b
-            log "row $b FAILED (exit $rc_b, see $OUT/$b.log); going on to merge what there is"
-        fi
+        grep -E '^ +[a-z].*: (first|FAILED)|replayed through Lighthouse' "$OUT/$b.log" || true
+        finish_row "$b" "$rc_b" "$db_b"
     fi
-    for r in "$a" $b; do
-        [[ -f $OUT/$r/report.json ]] && RUNS+=("$OUT/$r")
-    done
     return 0
 }
 
@@ -256,14 +287,28 @@ print_summary() {
         }
         table && /^\|---/ { next }
         table == 1 && /^\|/ {
-            printf "    %-22s first %9s  median %8s  p99 %9s  total %7s s | vs LMDB: median %-6s total %-6s | DB %s MiB | peak RSS %s MiB\n",
+            printf "    %-24s first %9s  median %8s  p99 %9s  total %7s s | vs LMDB: median %-6s total %-6s | DB %s MiB | peak RSS %s MiB\n",
                 col("backend"), col("first batch"), col("median"), col("p99"), col("total s"),
                 col("median ×LMDB"), col("total ×LMDB"), col("DB MiB (apparent / allocated)"),
                 col("peak RSS MiB")
             next
         }
+        /^\| port row \| client row / {
+            delete at
+            for (i = 2; i < NF; i++) at[trim($i)] = i
+            table = 3
+            print "    the port against the client (port ÷ client):"
+            next
+        }
+        table == 3 && /^\|/ {
+            printf "      %-24s %-10s median %8s vs %8s (%s) total %7s vs %7s s (%s)\n",
+                col("port row"), col("phase"), col("port median"), col("client median"),
+                col("median ÷ client"), col("port total s"), col("client total s"),
+                col("total ÷ client")
+            next
+        }
         table == 2 && /^\|/ {
-            printf "      %-22s %-10s median %8s (%-6s) total %7s s (%-6s) | storage median %8s (%-6s) total %7s s (%-6s) share %s\n",
+            printf "      %-24s %-10s median %8s (%-6s) total %7s s (%-6s) | storage median %8s (%-6s) total %7s s (%-6s) share %s\n",
                 col("backend"), col("phase"), col("median"), col("median ×LMDB"), col("total s"),
                 col("total ×LMDB"), col("storage median"), col("storage median ×LMDB"),
                 col("storage total s"), col("storage total ×LMDB"), col("storage share")

@@ -15,8 +15,12 @@
 #          Lighthouse's default backend, which every test uses, is butter). Both run with TMPDIR
 #          on btrfs; prints passed/failed/ignored per test file and fails if any test failed or
 #          if the butter run ran fewer tests than the control.
-#   bench  patch, then builds the replay runner (integration/lighthouse/replay.rs) inside the
-#          checkout: see docs/lighthouse.md §4.
+#   bench  patch, build the replay runner (integration/lighthouse/replay.rs) inside the
+#          checkout, then scripts/bench.sh with the rows lighthouse:lmdb@ext4 beside lmdb@ext4
+#          and lighthouse:butter@btrfs beside butter@btrfs (each pair on its two cores): one
+#          report with the client's rows, the port's rows and port ÷ client per phase
+#          (docs/lighthouse.md §4). BENCH_* variables pass through (BENCH_HISTORY,
+#          BENCH_BATCHES, BENCH_ROWS, ...); LIGHTHOUSE_BUILD_ONLY=1 stops after the build.
 #
 # Environment (all optional):
 #   LIGHTHOUSE_DEPS   a directory with checkouts of sigp/lmdb-rs (with lmdb-sys/lmdb filled
@@ -161,9 +165,16 @@ do_bench() {
     mkdir -p "$(dirname "$runner")"
     cp "$REPO/integration/lighthouse/replay.rs" "$runner"
     log "building the replay runner in $LH (features lmdb,butter)"
-    cargo build --release -p slasher --features lmdb,butter --example butter_replay \
+    BUTTER_LIGHTHOUSE_REV=$(git -C "$LH" rev-parse --short=10 HEAD 2>/dev/null || echo unknown) \
+        cargo build --release -p slasher --features lmdb,butter --example butter_replay \
         --manifest-path "$LH/Cargo.toml"
-    log "runner: $CARGO_TARGET_DIR/release/examples/butter_replay (usage: docs/lighthouse.md §4)"
+    local runner_bin=$CARGO_TARGET_DIR/release/examples/butter_replay
+    log "runner: $runner_bin (usage: docs/lighthouse.md §4)"
+    [[ ${LIGHTHOUSE_BUILD_ONLY:-0} == 1 ]] && return 0
+    # The benchmark builds slasher-bench into this repository's own target directory.
+    env -u CARGO_TARGET_DIR BENCH_LIGHTHOUSE_RUNNER="$runner_bin" \
+        BENCH_ROWS=${BENCH_ROWS:-lighthouse:lmdb@ext4,lmdb@ext4,lighthouse:butter@btrfs,butter@btrfs} \
+        bash "$REPO/scripts/bench.sh"
 }
 
 [[ $(id -u) != 0 ]] || install_packages
