@@ -422,32 +422,15 @@ mod tests {
     }
 
     #[test]
-    fn a_proposer_slashing_from_the_runner_gets_the_ports_digest() {
-        use slasher_adapters::slasher::types::{
-            BeaconBlockHeader, Hash256, SignedBeaconBlockHeader,
-        };
-        use ssz::Encode;
-        let header = |root: u8| SignedBeaconBlockHeader {
-            message: BeaconBlockHeader {
-                slot: 33,
-                proposer_index: 7,
-                parent_root: Hash256::repeat_byte(root),
-                state_root: Hash256::ZERO,
-                body_root: Hash256::ZERO,
-            },
-            signature: [0; 96],
-        };
-        let slashing = ProposerSlashing {
-            signed_header_1: header(1),
-            signed_header_2: header(2),
-        };
-        let text = CSV.replace(
-            "0,0,\n1,33",
-            &format!("0,1,P{}\n1,33", hex::encode(slashing.as_ssz_bytes())),
-        );
+    fn a_slashing_from_the_runner_gets_the_ports_digest() {
+        // A proposer slashing is two fixed-size signed headers: any 416 bytes decode.
+        let bytes: Vec<u8> = (0..416u32).map(|i| (i % 251) as u8).collect();
+        let slashing = ProposerSlashing::from_ssz_bytes(&bytes).expect("decodes");
+        let text = CSV.replace("0,0,\n1,33", &format!("0,1,P{}\n1,33", hex::encode(&bytes)));
         let run = parse_client_csv(&text, Path::new("x.csv")).expect("parses");
         let port = slashings_digest(&HashSet::new(), &HashSet::from([slashing]));
         assert!(port.is_some());
         assert_eq!(run.batches[0].slashings_digest, port);
+        assert_eq!(run.batches[0].proposer_slashings, 1);
     }
 }

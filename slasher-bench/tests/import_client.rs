@@ -13,6 +13,7 @@ use serde_json::Value;
 use slasher_adapters::slasher::{
     BeaconBlockHeader, Hash256, ProposerSlashing, SignedBeaconBlockHeader,
 };
+use slasher_bench::generate::{generate, GenerateOptions};
 use ssz::Encode;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -76,24 +77,13 @@ fn a_client_csv_becomes_a_row_beside_the_port() {
     let w = work.path();
     let fixture = w.join("small.fixture");
     // No injected slashing: the runner's lines below list none.
-    let out = run(&[
-        "generate",
-        "--validators",
-        "512",
-        "--epochs",
-        "3",
-        "--seed",
-        "11",
-        "--double-votes",
-        "0",
-        "--surround-votes",
-        "0",
-        "--double-proposals",
-        "0",
-        "--out",
-        path(&fixture),
-    ]);
-    assert!(out.status.success());
+    let mut options = GenerateOptions::new(512, 3, 11);
+    (
+        options.double_votes,
+        options.surround_votes,
+        options.double_proposals,
+    ) = (0, 0, 0);
+    generate(&options, &fixture).expect("generate");
 
     let db_root = w.join("db");
     std::fs::create_dir(&db_root).expect("mkdir");
