@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, ensure, Context};
 use clap::Args;
 use slasher_adapters::config::{destroy_database_dir, DEFAULT_MAX_DB_SIZE_MBS};
+use slasher_adapters::slasher::config::DEFAULT_ATTESTATION_ROOT_CACHE_SIZE;
 use slasher_adapters::slasher::{AttesterSlashing, ProposerSlashing};
 use slasher_adapters::{with_backend, BackendConfig, BackendVisitor, DatabaseBackend, Environment};
 use ssz::Decode;
@@ -28,14 +29,13 @@ use ssz::Decode;
 use crate::environment::{probe_fs, Build, Machine};
 use crate::fixture::FixtureReader;
 use crate::measure::{files_size, Summary};
-use crate::replay::{check_expected, expected_within, slashings_digest, summarise};
+use crate::replay::{
+    check_expected, expected_within, slashings_digest, summarise, SECONDS_PER_SLOT,
+};
 use crate::report::{
     self, BackendResult, BatchRecord, FixtureInfo, Report, Run, SlasherConfigInfo, SlashingsFound,
     REPORT_SCHEMA,
 };
-
-/// Lighthouse's default capacity of the attestation-root LRU (the runner keeps the default).
-const LIGHTHOUSE_ATT_CACHE: usize = 100_000;
 
 /// Arguments of `slasher-bench import-client`.
 #[derive(Debug, Args)]
@@ -328,23 +328,22 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         command: std::env::args().collect(),
-        fixture: FixtureInfo {
-            path: args.fixture.clone(),
-            name: manifest.description.name.clone(),
-            records_sha256: manifest.contents.records_sha256.clone(),
-            batch_count: manifest.contents.batch_count,
-            batches_replayed: client.settings.batches.min(manifest.contents.batch_count),
-            manifest: serde_json::to_value(&manifest)?,
-        },
+        fixture: FixtureInfo::new(
+            &args.fixture,
+            &manifest,
+            manifest.contents.batch_count,
+            client.settings.batches.min(manifest.contents.batch_count),
+        )?,
         slasher_config: SlasherConfigInfo {
             chunk_size: client.settings.chunk,
             validator_chunk_size: client.settings.validator_chunk,
             history_length: client.settings.history,
-            attestation_root_cache_size: LIGHTHOUSE_ATT_CACHE,
+            // The runner keeps Lighthouse's defaults for what it is not given.
+            attestation_root_cache_size: DEFAULT_ATTESTATION_ROOT_CACHE_SIZE.get(),
             max_db_size_mbs: DEFAULT_MAX_DB_SIZE_MBS,
             durability_requested: "immediate".into(),
             tile_codec: "lighthouse".into(),
-            update_period_s: 12,
+            update_period_s: SECONDS_PER_SLOT,
         },
         machine: Machine::probe(),
         build: Build::probe(),

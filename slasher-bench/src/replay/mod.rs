@@ -69,7 +69,7 @@ use self::child::*;
 use self::dirs::*;
 use self::run_info::*;
 pub use self::settings::SlasherSettings;
-use self::settings::*;
+pub(crate) use self::settings::SECONDS_PER_SLOT;
 pub(crate) use self::summary::*;
 
 /// `slasher-bench replay`.
@@ -395,14 +395,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     let run = Run {
         started_unix_s,
         command: std::env::args().collect(),
-        fixture: FixtureInfo {
-            path: args.fixture.clone(),
-            name: manifest.description.name.clone(),
-            records_sha256: manifest.contents.records_sha256.clone(),
-            batch_count,
-            batches_replayed,
-            manifest: serde_json::to_value(&manifest)?,
-        },
+        fixture: FixtureInfo::new(&args.fixture, &manifest, batch_count, batches_replayed)?,
         slasher_config: SlasherConfigInfo {
             chunk_size: config.chunk_size,
             validator_chunk_size: config.validator_chunk_size,

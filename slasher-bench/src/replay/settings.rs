@@ -3,7 +3,7 @@
 use super::*;
 
 /// Slot duration on mainnet, seconds: one fixture batch per slot.
-pub(super) const SECONDS_PER_SLOT: u64 = 12;
+pub(crate) const SECONDS_PER_SLOT: u64 = 12;
 
 /// The settings a Lighthouse operator gives the slasher (`--slasher-*` flags, same names
 /// without the prefix, same units and defaults). The geometry (C, K, H) defaults to the

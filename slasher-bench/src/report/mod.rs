@@ -79,6 +79,29 @@ pub struct FixtureInfo {
     pub manifest: serde_json::Value,
 }
 
+impl FixtureInfo {
+    /// The fixture at `path`, described by its `manifest`: `batch_count` batches in the file, the
+    /// first `batches_replayed` of them replayed.
+    ///
+    /// # Errors
+    /// The manifest cannot be turned into JSON.
+    pub fn new(
+        path: &Path,
+        manifest: &crate::fixture::Manifest,
+        batch_count: u64,
+        batches_replayed: u64,
+    ) -> serde_json::Result<Self> {
+        Ok(Self {
+            path: path.to_path_buf(),
+            name: manifest.description.name.clone(),
+            records_sha256: manifest.contents.records_sha256.clone(),
+            batch_count,
+            batches_replayed,
+            manifest: serde_json::to_value(manifest)?,
+        })
+    }
+}
+
 /// The slasher configuration of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SlasherConfigInfo {

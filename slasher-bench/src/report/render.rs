@@ -365,10 +365,10 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
             } else {
                 "–".into()
             };
-            let _ =
-                writeln!(
+            let _ = writeln!(
                 s,
-                "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | \
+                 {} |",
                 r.name,
                 phase.name(),
                 t.batches,
@@ -379,7 +379,10 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
                 unless_client(r, share),
                 ratio(t.median_ms, b.map(|b| b.median_ms)),
                 ratio(t.total_s, b.map(|b| b.total_s)),
-                unless_client(r, ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms))),
+                unless_client(
+                    r,
+                    ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms))
+                ),
                 unless_client(r, ratio(t.storage_total_s, b.map(|b| b.storage_total_s))),
             );
         }
