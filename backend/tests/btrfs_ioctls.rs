@@ -11,7 +11,7 @@
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -497,7 +497,7 @@ fn sync_and_reflink() {
     let work = scratch.join("work");
     fs::create_dir(&work).unwrap();
     BtrfsFs
-        .write_new_file_nowait(&work.join("m"), &data, 0o600)
+        .write_new_file_nowait(&work.join("m"), &[IoSlice::new(&data)], 0o600)
         .unwrap();
     BtrfsFs.write_back(&work.join("m")).unwrap();
     BtrfsFs
@@ -511,6 +511,24 @@ fn sync_and_reflink() {
         .unwrap();
     assert_eq!(read(&other.join("m")), data);
     assert_eq!(read(&scratch.join("other-snap").join("m")), data);
+
+    // A file given as many pieces (as a segment is: each block's entries, then its trailer)
+    // holds them in order: more pieces than one `writev` takes, empty ones among them, and
+    // more bytes than one write-back run.
+    let pieces: Vec<Vec<u8>> = (0..3_000u32)
+        .map(|i| {
+            let len = (i.wrapping_mul(2_654_435_761) % 5_000) as usize * usize::from(i % 7 != 0);
+            (0..len).map(|j| (i as usize + j) as u8).collect()
+        })
+        .collect();
+    let slices: Vec<IoSlice<'_>> = pieces.iter().map(|p| IoSlice::new(p)).collect();
+    BtrfsFs
+        .write_new_file_nowait(&work.join("pieces"), &slices, 0o600)
+        .unwrap();
+    BtrfsFs.write_back(&work.join("pieces")).unwrap();
+    let whole = pieces.concat();
+    assert!(whole.len() > 4 << 20, "{} bytes", whole.len());
+    assert_eq!(read(&work.join("pieces")), whole);
 }
 
 // ---- Unprivileged use ----------------------------------------------------------------------

@@ -43,8 +43,13 @@ impl Fs for GatedFs {
     fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
         BtrfsFs.write_new_file(path, data, mode)
     }
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
-        BtrfsFs.write_new_file_nowait(path, data, mode)
+    fn write_new_file_nowait(
+        &self,
+        path: &Path,
+        pieces: &[io::IoSlice<'_>],
+        mode: u32,
+    ) -> io::Result<()> {
+        BtrfsFs.write_new_file_nowait(path, pieces, mode)
     }
     fn write_back(&self, path: &Path) -> io::Result<()> {
         BtrfsFs.write_back(path)

@@ -106,7 +106,7 @@ impl Env {
         self.step3_write_manifest(writer, &mut draft)?;
         self.step4_unlink_retired(&draft)?;
         fail_point("commit::before_snapshot");
-        draft.info.write_us = started.elapsed().as_micros() as u64;
+        draft.info.write_us = elapsed_us(started);
         if broken_ack_before_snapshot() {
             writer.deferred_snapshot = Some(generation);
             *self.current.write() = Arc::new(Version {
@@ -169,6 +169,7 @@ impl Env {
             );
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
+            let build_started = Instant::now();
             let mut builder = SegmentBuilder::with_capacity(estimate);
             merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
             draft.retired.extend(inputs);
@@ -178,25 +179,31 @@ impl Env {
             let seq = writer.next_seq;
             writer.next_seq += 1;
             let entries = builder.entries();
-            let (bytes, blocks) = builder.finish();
+            let file = builder.finish();
+            draft.info.build_us += elapsed_us(build_started);
+            let file_started = Instant::now();
             let path = self.live.join(segment::file_name(seq));
             self.fs
-                .write_new_file_nowait(&path, &bytes, self.file_mode)
+                .write_new_file_nowait(&path, &file.pieces(), self.file_mode)
                 .map_err(|e| Error::io("write", &path, e))?;
+            draft.info.file_us += elapsed_us(file_started);
             written.push(path.clone());
             draft.info.segments_written += 1;
-            draft.info.bytes_written += bytes.len() as u64;
-            for (i, b) in blocks.into_iter().enumerate() {
+            let len = file.len();
+            draft.info.bytes_written += len;
+            for (i, b) in file.into_blocks().into_iter().enumerate() {
                 self.cache.insert(seq, i, b);
             }
-            let seg = Segment::open(path, seq, bytes.len() as u64, entries, self.cache.clone())?;
+            let seg = Segment::open(path, seq, len, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
         }
+        let write_back_started = Instant::now();
         for path in &written {
             self.fs
                 .write_back(path)
                 .map_err(|e| Error::io("write back", path, e))?;
         }
+        draft.info.write_back_us = elapsed_us(write_back_started);
         Ok(())
     }
 
@@ -252,7 +259,7 @@ impl Env {
                 generation,
                 source: Box::new(Error::io("snapshot", &gen_dir, e)),
             })?;
-        draft.info.snapshot_us = snap_started.elapsed().as_micros() as u64;
+        draft.info.snapshot_us = elapsed_us(snap_started);
         Ok(())
     }
 
@@ -345,4 +352,8 @@ pub(super) fn write_manifest(
     fs.rename(&tmp, &dst)
         .map_err(|e| Error::io("rename", &dst, e))?;
     Ok(bytes.len() as u64)
+}
+
+fn elapsed_us(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
 }

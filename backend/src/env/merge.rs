@@ -191,16 +191,16 @@ fn run_merge(
             blocks: Vec::new(),
         });
     }
-    let (bytes, blocks) = builder.finish();
-    fs.write_new_file_nowait(path, &bytes, mode)
+    let file = builder.finish();
+    fs.write_new_file_nowait(path, &file.pieces(), mode)
         .map_err(|e| Error::io("write", path, e))?;
     fs.write_back(path)
         .map_err(|e| Error::io("write back", path, e))?;
     fail_point("merge::after_write");
     Ok(Merged {
         entries,
-        file_len: bytes.len() as u64,
-        blocks,
+        file_len: file.len(),
+        blocks: file.into_blocks(),
     })
 }
 

@@ -81,8 +81,15 @@ pub struct CommitInfo {
     pub segments_written: usize,
     /// Bytes of segment and manifest files written.
     pub bytes_written: u64,
-    /// Time spent building and writing files, in microseconds.
+    /// Time spent building and writing files (steps 1–4), in microseconds. Of it:
     pub write_us: u64,
+    /// merging each changed table's memtable with its segments into new segment bytes in
+    /// memory,
+    pub build_us: u64,
+    /// copying those bytes into new files (the page cache),
+    pub file_us: u64,
+    /// and waiting for the files' write-back to the device.
+    pub write_back_us: u64,
     /// Time spent in the snapshot ioctl (the durable commit point), in microseconds.
     pub snapshot_us: u64,
     /// Background merges this commit swapped in (their files were written before the commit).

@@ -2,7 +2,7 @@
 
 use super::{BtrfsFs, Fs};
 use std::fs::File;
-use std::io;
+use std::io::{self, IoSlice};
 use std::path::Path;
 
 /// Which outcome [`FaultyFs`] fakes for a failing operation.
@@ -129,9 +129,14 @@ impl Fs for FaultyFs {
         })
     }
 
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    fn write_new_file_nowait(
+        &self,
+        path: &Path,
+        pieces: &[IoSlice<'_>],
+        mode: u32,
+    ) -> io::Result<()> {
         self.run("write_new_file_nowait", || {
-            self.inner.write_new_file_nowait(path, data, mode)
+            self.inner.write_new_file_nowait(path, pieces, mode)
         })
     }
 

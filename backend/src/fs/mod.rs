@@ -5,7 +5,7 @@
 
 use std::fmt::Debug;
 use std::fs::File;
-use std::io;
+use std::io::{self, IoSlice};
 use std::path::Path;
 
 /// The filesystem operations that change state.
@@ -32,12 +32,17 @@ pub trait Fs: Send + Sync + Debug {
     /// symlink.
     fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
 
-    /// Create a new file (fails if it exists) holding exactly `data` and start writing it back
-    /// to the device without waiting, so the device works while the caller goes on. Write
-    /// errors are reported by a later [`Fs::write_back`] of the same path, which the caller
-    /// must make before relying on the file.
+    /// Create a new file (fails if it exists) holding exactly the `pieces`, one after the
+    /// other, and start writing it back to the device without waiting, so the device works
+    /// while the caller goes on. Write errors are reported by a later [`Fs::write_back`] of
+    /// the same path, which the caller must make before relying on the file.
     /// Permission bits and symlinks as for [`Fs::write_new_file`].
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
+    fn write_new_file_nowait(
+        &self,
+        path: &Path,
+        pieces: &[IoSlice<'_>],
+        mode: u32,
+    ) -> io::Result<()>;
 
     /// Write back a file created by
     /// [`Fs::write_new_file_nowait`], waiting for it and reporting write errors, as
@@ -90,6 +95,23 @@ use crate::sys;
 /// How much of a new file [`BtrfsFs::write_new_file_nowait`] copies before starting its
 /// write-back.
 const WRITE_BACK_PIECE: usize = 4 << 20;
+/// At most this many pieces go to one `writev` (Linux's `IOV_MAX`).
+const MAX_PIECES_PER_WRITE: usize = 1024;
+
+/// `write_all` over several buffers (`writev`, repeated after a short write).
+fn write_all_vectored(file: &mut File, pieces: &[IoSlice<'_>]) -> io::Result<()> {
+    let mut owned: Vec<IoSlice<'_>> = pieces.iter().filter(|p| !p.is_empty()).copied().collect();
+    let mut bufs = owned.as_mut_slice();
+    while !bufs.is_empty() {
+        match file.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 /// How [`BtrfsFs::delete_subvolume_reporting`] removed a subvolume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,15 +367,30 @@ impl Fs for BtrfsFs {
         sys::write_back(file.as_fd())
     }
 
-    fn write_new_file_nowait(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    fn write_new_file_nowait(
+        &self,
+        path: &Path,
+        pieces: &[IoSlice<'_>],
+        mode: u32,
+    ) -> io::Result<()> {
         let mut file = create_new(path, mode)?;
-        // Written in pieces, each handed to the device at once: a large segment is on its way
-        // to the disk while the rest of it (and the next segments) are still being copied.
+        // Written in runs of about WRITE_BACK_PIECE bytes, each handed to the device at once:
+        // a large segment is on its way to the disk while the rest of it (and the next
+        // segments) are still being copied.
         let mut offset = 0u64;
-        for piece in data.chunks(WRITE_BACK_PIECE) {
-            file.write_all(piece)?;
-            sys::start_write_back(file.as_fd(), offset, piece.len() as u64)?;
-            offset += piece.len() as u64;
+        let mut rest = pieces;
+        while !rest.is_empty() {
+            let mut run = 0;
+            let mut bytes = 0usize;
+            while bytes < WRITE_BACK_PIECE && run < rest.len().min(MAX_PIECES_PER_WRITE) {
+                bytes += rest.get(run).map_or(0, |p| p.len());
+                run += 1;
+            }
+            let (now, later) = rest.split_at(run);
+            write_all_vectored(&mut file, now)?;
+            sys::start_write_back(file.as_fd(), offset, bytes as u64)?;
+            offset += bytes as u64;
+            rest = later;
         }
         Ok(())
     }

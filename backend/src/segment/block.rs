@@ -83,6 +83,11 @@ impl Block {
         ))
     }
 
+    /// The entries' bytes: the block as written, before its trailer.
+    pub(super) fn entry_bytes(&self) -> &[u8] {
+        &self.data
+    }
+
     /// Bytes held in memory (for the cache's accounting).
     pub(crate) fn weight(&self) -> usize {
         self.data.len() + 12 * self.offsets.len() + 64

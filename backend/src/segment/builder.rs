@@ -1,25 +1,47 @@
 //! Writing a segment file in memory.
+//!
+//! The file is kept as pieces, never as one buffer: each data block's entry bytes are the
+//! decoded [`Block`] the cache will hold, its trailer (offsets, count, CRC) is kept beside
+//! it, and the index and footer follow. A commit that rewrites a whole table (every batch of
+//! the slasher's first epoch) would otherwise fault in, zero and fill a buffer as large as
+//! the table, and copy every block out of it again.
+
+use std::io::IoSlice;
 
 use super::*;
 
 /// Builds a segment file in memory from entries given in ascending key order.
 #[derive(Debug, Default)]
 pub(crate) struct SegmentBuilder {
-    buf: Vec<u8>,
-    block_start: usize,
+    /// The entries of the block being filled.
+    block: Vec<u8>,
     offsets: Vec<u32>,
-    index: Vec<(u64, u32, Box<[u8]>)>,
+    /// The finished blocks, and their trailers back to back.
     blocks: Vec<Arc<Block>>,
+    trailers: Vec<u8>,
+    /// Bytes of the finished blocks, trailers included: where the next block starts.
+    written: u64,
+    index: Vec<(u64, u32, Box<[u8]>)>,
     entries: u64,
 }
 
+/// A finished segment file: its bytes in order as [`SegmentFile::pieces`], and its decoded
+/// blocks (to seed the cache: the next transaction is likely to read what this one wrote).
+#[derive(Debug)]
+pub(crate) struct SegmentFile {
+    blocks: Vec<Arc<Block>>,
+    trailers: Vec<u8>,
+    /// The block index and the footer.
+    tail: Vec<u8>,
+    len: u64,
+}
+
 impl SegmentBuilder {
-    /// A builder whose buffer starts with room for `bytes` (the expected file size, so the
-    /// buffer is not copied as it grows; capped at 1 GiB).
+    /// A builder for about `bytes` of entries (room for the block list is made up front).
     pub(crate) fn with_capacity(bytes: u64) -> Self {
-        let cap = usize::try_from(bytes.min(1 << 30)).unwrap_or(0) + 4096;
+        let blocks = usize::try_from(bytes / BLOCK_TARGET_BYTES as u64).unwrap_or(0) + 1;
         SegmentBuilder {
-            buf: Vec::with_capacity(cap),
+            blocks: Vec::with_capacity(blocks.min(1 << 16)),
             ..Self::default()
         }
     }
@@ -39,18 +61,19 @@ impl SegmentBuilder {
             None => TOMBSTONE,
         };
         if self.offsets.is_empty() {
-            self.index.push((self.block_start as u64, 0, key.into()));
+            self.index.push((self.written, 0, key.into()));
+            // Most blocks end within an entry of the target: one allocation each.
+            self.block.reserve(BLOCK_TARGET_BYTES + 512);
         }
-        self.offsets
-            .push((self.buf.len() - self.block_start) as u32);
-        self.buf.extend_from_slice(&klen.to_le_bytes());
-        self.buf.extend_from_slice(&vlen.to_le_bytes());
-        self.buf.extend_from_slice(key);
+        self.offsets.push(self.block.len() as u32);
+        self.block.extend_from_slice(&klen.to_le_bytes());
+        self.block.extend_from_slice(&vlen.to_le_bytes());
+        self.block.extend_from_slice(key);
         if let Some(v) = value {
-            self.buf.extend_from_slice(v);
+            self.block.extend_from_slice(v);
         }
         self.entries += 1;
-        if self.buf.len() - self.block_start >= BLOCK_TARGET_BYTES {
+        if self.block.len() >= BLOCK_TARGET_BYTES {
             self.finish_block();
         }
         Ok(())
@@ -58,37 +81,39 @@ impl SegmentBuilder {
 
     #[expect(
         clippy::indexing_slicing,
-        reason = "block_start is a past length of buf, and buf only grows"
+        reason = "start is a past length of trailers, which only grows"
     )]
     fn finish_block(&mut self) {
         if self.offsets.is_empty() {
             return;
         }
-        let data_end = self.buf.len();
-        let block_data: Box<[u8]> = self.buf[self.block_start..data_end].into();
+        let data = std::mem::take(&mut self.block).into_boxed_slice();
+        let start = self.trailers.len();
         for off in &self.offsets {
-            self.buf.extend_from_slice(&off.to_le_bytes());
+            self.trailers.extend_from_slice(&off.to_le_bytes());
         }
-        self.buf
+        self.trailers
             .extend_from_slice(&(self.offsets.len() as u32).to_le_bytes());
-        let crc = crc32fast::hash(&self.buf[self.block_start..]);
-        self.buf.extend_from_slice(&crc.to_le_bytes());
-        let len = (self.buf.len() - self.block_start) as u32;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&data);
+        crc.update(&self.trailers[start..]);
+        self.trailers
+            .extend_from_slice(&crc.finalize().to_le_bytes());
+        let len = data.len() + (self.trailers.len() - start);
         if let Some(last) = self.index.last_mut() {
-            last.1 = len;
+            last.1 = len as u32;
         }
+        self.written += len as u64;
         self.blocks.push(Arc::new(Block::new(
-            block_data,
+            data,
             std::mem::take(&mut self.offsets).into_boxed_slice(),
         )));
-        self.block_start = self.buf.len();
     }
 
-    /// The file bytes, and the decoded blocks (to seed the cache: the next transaction is
-    /// likely to read what this one wrote).
-    pub(crate) fn finish(mut self) -> (Vec<u8>, Vec<Arc<Block>>) {
+    /// The finished file.
+    pub(crate) fn finish(mut self) -> SegmentFile {
         self.finish_block();
-        let index_offset = self.buf.len() as u64;
+        let index_offset = self.written;
         let mut index = Vec::new();
         for (offset, len, first_key) in &self.index {
             index.extend_from_slice(&offset.to_le_bytes());
@@ -97,7 +122,6 @@ impl SegmentBuilder {
             index.extend_from_slice(first_key);
         }
         let index_crc = crc32fast::hash(&index);
-        self.buf.extend_from_slice(&index);
         let mut footer = Vec::with_capacity(FOOTER_LEN);
         footer.extend_from_slice(MAGIC);
         footer.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
@@ -107,8 +131,51 @@ impl SegmentBuilder {
         footer.extend_from_slice(&(index.len() as u32).to_le_bytes());
         footer.extend_from_slice(&index_crc.to_le_bytes());
         let crc = crc32fast::hash(&footer);
-        self.buf.extend_from_slice(&footer);
-        self.buf.extend_from_slice(&crc.to_le_bytes());
-        (self.buf, self.blocks)
+        footer.extend_from_slice(&crc.to_le_bytes());
+        let mut tail = index;
+        tail.extend_from_slice(&footer);
+        SegmentFile {
+            len: index_offset + tail.len() as u64,
+            blocks: self.blocks,
+            trailers: self.trailers,
+            tail,
+        }
+    }
+}
+
+impl SegmentFile {
+    /// The file's bytes, in order: each block's entries and trailer, then index and footer.
+    pub(crate) fn pieces(&self) -> Vec<IoSlice<'_>> {
+        let mut pieces = Vec::with_capacity(2 * self.blocks.len() + 1);
+        let mut trailers = self.trailers.as_slice();
+        for b in &self.blocks {
+            // Each block's trailer is 4 bytes per entry and 8 more (built so in finish_block).
+            let n = (4 * b.len() + BLOCK_TRAILER_LEN).min(trailers.len());
+            let (trailer, rest) = trailers.split_at(n);
+            pieces.push(IoSlice::new(b.entry_bytes()));
+            pieces.push(IoSlice::new(trailer));
+            trailers = rest;
+        }
+        pieces.push(IoSlice::new(&self.tail));
+        pieces
+    }
+
+    /// The file's length in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The decoded blocks, in file order.
+    pub(crate) fn into_blocks(self) -> Vec<Arc<Block>> {
+        self.blocks
+    }
+
+    /// The whole file in one buffer (tests and fuzz seeds).
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        self.pieces()
+            .iter()
+            .flat_map(|p| p.iter().copied())
+            .collect()
     }
 }

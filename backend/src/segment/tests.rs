@@ -7,7 +7,10 @@ fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
     for (k, v) in entries {
         b.add(k, v.as_deref()).unwrap();
     }
-    b.finish()
+    let file = b.finish();
+    let bytes = file.to_vec();
+    assert_eq!(bytes.len() as u64, file.len());
+    (bytes, file.into_blocks())
 }
 
 fn write_and_open(bytes: &[u8], entries: u64) -> Result<Segment> {
