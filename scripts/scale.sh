@@ -9,6 +9,10 @@
 #   SCALE_VALIDATORS   validator counts (default "500000 1100000 2000000")
 #   SCALE_EPOCHS       epochs per fixture (default 3: the cold epoch, the next, one steady)
 #   SCALE_SEED         generator seed (default 1)
+#   SCALE_START_EPOCH  the fixtures' first epoch (default 491000, about mainnet's in late 2026:
+#                      the slasher's whole history window lies before it, so its first epoch
+#                      rewrites every tile as a node started today does; a chain younger than
+#                      the history, such as start epoch 100, has only that many epochs of tiles)
 #   SCALE_ROWS         rows of each pair (default lmdb@ext4,butter@btrfs)
 #   SCALE_OUT          report directory (default: $CARGO_TARGET_DIR/scale/<date-time>)
 #   BENCH_HISTORY      the slasher's history (default 4096, Lighthouse's), whose cold epoch
@@ -29,6 +33,7 @@ source "$REPO/scripts/common.sh"
 VALIDATORS=${SCALE_VALIDATORS:-500000 1100000 2000000}
 EPOCHS=${SCALE_EPOCHS:-3}
 SEED=${SCALE_SEED:-1}
+START_EPOCH=${SCALE_START_EPOCH:-491000}
 OUT=${SCALE_OUT:-$TARGET/scale/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
@@ -38,8 +43,9 @@ START=$SECONDS
 RUNS=()
 RC=0
 for n in $VALIDATORS; do
-    fixture=$TARGET/fixtures/synthetic-electra-v$n-e$EPOCHS-s$SEED.fixture
-    generated_fixture "$fixture" --validators "$n" --epochs "$EPOCHS" --seed "$SEED"
+    fixture=$TARGET/fixtures/synthetic-electra-v$n-e$EPOCHS-s$SEED-from$START_EPOCH.fixture
+    generated_fixture "$fixture" --validators "$n" --epochs "$EPOCHS" --seed "$SEED" \
+        --start-epoch "$START_EPOCH"
     log "validators $n: elapsed $((SECONDS - START)) s"
     BENCH_FIXTURE=$fixture BENCH_BATCHES=all BENCH_ROWS=${SCALE_ROWS:-lmdb@ext4,butter@btrfs} \
         BENCH_OUT=$OUT/v$n BENCH_HISTORY=${BENCH_HISTORY:-4096} "$REPO/scripts/bench.sh" || {
