@@ -9,10 +9,10 @@
 #   SCALE_VALIDATORS   validator counts (default "500000 1100000 2000000")
 #   SCALE_EPOCHS       epochs per fixture (default 3: the cold epoch, the next, one steady)
 #   SCALE_SEED         generator seed (default 1)
-#   SCALE_START_EPOCH  the fixtures' first epoch (default 491000, about mainnet's in late 2026:
-#                      the slasher's whole history window lies before it, so its first epoch
-#                      rewrites every tile as a node started today does; a chain younger than
-#                      the history, such as start epoch 100, has only that many epochs of tiles)
+#   SCALE_START_EPOCH  the fixtures' first epoch (default 491000, the generator's: about
+#                      mainnet's in late 2026, with the slasher's whole history window before
+#                      it, so the first epoch rewrites every tile as on a node started today;
+#                      given explicitly because it is part of the cached fixture's name)
 #   SCALE_ROWS         rows of each pair (default lmdb@ext4,butter@btrfs)
 #   SCALE_OUT          report directory (default: $CARGO_TARGET_DIR/scale/<date-time>)
 #   BENCH_HISTORY      the slasher's history (default 4096, Lighthouse's), whose cold epoch

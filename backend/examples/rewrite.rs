@@ -58,7 +58,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if dir.exists() {
         return Err(format!("{} exists; give a directory without it", dir.display()).into());
     }
-    let env = Env::open_path(&dir)?;
+    // BUTTER_CACHE_MB: the block cache's size (default: the engine's).
+    let mut builder = Env::builder(&dir);
+    if let Ok(mb) = std::env::var("BUTTER_CACHE_MB") {
+        builder = builder.block_cache_bytes(mb.parse::<usize>()? << 20);
+    }
+    let env = builder.open()?;
     let table = env.create_table("tiles")?;
     let mut bytes = Bytes(0x9E37_79B9_7F4A_7C15);
     let mut value = Vec::new();

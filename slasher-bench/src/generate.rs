@@ -77,6 +77,14 @@ impl Fork {
 /// The validator count of `generate` when none is given: about mainnet's active set in 2026.
 pub const DEFAULT_VALIDATORS: u64 = 1_100_000;
 
+/// The default first epoch: about mainnet's in late 2026 (genesis 2020-12-01 12:00:23 UTC,
+/// 225 epochs a day), after Electra (epoch 364,032) and more than Lighthouse's 4096-epoch
+/// history after genesis. A slasher started there has a full window behind it, so its first
+/// epoch rewrites every tile of every validator chunk, as a node started today does; on a
+/// chain younger than the history (start epoch 100, the default before) only the epochs
+/// that exist have tiles, and the cold start costs a fraction of a real one.
+pub const DEFAULT_START_EPOCH: u64 = 491_000;
+
 /// Generator settings.
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -104,13 +112,14 @@ pub struct GenerateOptions {
 }
 
 impl GenerateOptions {
-    /// Defaults: start epoch 100, two events of each kind, Electra attestations.
+    /// Defaults: start epoch [`DEFAULT_START_EPOCH`], two events of each kind, Electra
+    /// attestations.
     pub fn new(validators: u64, epochs: u64, seed: u64) -> Self {
         Self {
             validators,
             epochs,
             seed,
-            start_epoch: 100,
+            start_epoch: DEFAULT_START_EPOCH,
             double_votes: 2,
             surround_votes: 2,
             double_proposals: 2,

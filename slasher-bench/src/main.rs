@@ -147,8 +147,9 @@ struct GenerateArgs {
     /// Seed.
     #[arg(long)]
     seed: u64,
-    /// First epoch.
-    #[arg(long, default_value_t = 100)]
+    /// First epoch (the default is about mainnet's in late 2026, so the slasher's whole history
+    /// window lies before it, as on a node started today).
+    #[arg(long, default_value_t = slasher_bench::generate::DEFAULT_START_EPOCH)]
     start_epoch: u64,
     /// Injected double votes.
     #[arg(long, default_value_t = 2)]
