@@ -15,9 +15,9 @@
 #                      given explicitly because it is part of the cached fixture's name)
 #   SCALE_ROWS         rows of each pair (default lmdb@ext4,butter@btrfs)
 #   SCALE_OUT          report directory (default: $CARGO_TARGET_DIR/scale/<date-time>)
-#   BENCH_HISTORY      the slasher's history (default 4096, Lighthouse's), whose cold epoch
-#                      takes hours at 1.1M validators on 2 cores: BENCH_HISTORY=256 runs the
-#                      three counts in about 1.5 h
+#   BENCH_HISTORY      the slasher's history (default 4096, Lighthouse's): on 2 cores the
+#                      1.1M pair alone takes ~97 min (its cold epoch ~75 min), the three
+#                      counts several hours; BENCH_HISTORY=256 is much shorter
 #   BENCH_REPLAY_ARGS  further replay settings for every row
 #   and bench.sh's variables (BENCH_IMAGE_SIZE, BENCH_TMPDIR, BENCH_EXT4_DIR, BENCH_BTRFS_DIR).
 set -euo pipefail
