@@ -9,7 +9,7 @@
 //! KEYS (default 428,000: the sample's tiles per cold batch at history 4096) 8-byte
 //! big-endian keys with values of 150–300 pseudo-random bytes (about the size of a compressed
 //! tile), written in ascending order, ROUNDS (default 8) times. `BTRFS_DIR/rewrite-bench` must
-//! not exist; it is removed at the end.
+//! not exist; it is removed at the end. `BUTTER_CACHE_MB` sets the block cache's size.
 
 use std::path::PathBuf;
 use std::time::Instant;
