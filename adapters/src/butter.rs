@@ -40,16 +40,7 @@ pub struct Cursor<'txn, 'env> {
 /// subvolume is left alone, and failures are ignored: what is left makes the caller's removal
 /// of `dir` fail with its own error.
 pub(crate) fn delete_subvolumes_in(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let path = entry.path();
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            // A plain directory is refused (not a subvolume root) and stays for the caller.
-            let _ = butter_db::fs::BtrfsFs.delete_subvolume_reporting(&path);
-        }
-    }
+    let _ = butter_db::fs::BtrfsFs.delete_subvolumes_in(dir);
 }
 
 impl Environment {

@@ -114,12 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         med(&|r| ms(r.2.snapshot_us)),
     );
     drop(env);
-    for entry in std::fs::read_dir(&dir)? {
-        let path = entry?.path();
-        if butter_db::fs::is_subvolume_root(&path)? {
-            butter_db::fs::BtrfsFs.delete_subvolume_reporting(&path)?;
-        }
-    }
+    butter_db::fs::BtrfsFs.delete_subvolumes_in(&dir)?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -266,6 +266,28 @@ impl BtrfsFs {
         }
     }
 
+    /// Deletes every subvolume directly inside `dir` (a database's `live/` and its `gen-N`,
+    /// which `rm -rf` cannot remove while they are read-only) with
+    /// [`BtrfsFs::delete_subvolume_reporting`], leaving everything else, so that `dir` can
+    /// then be removed like any other directory. Goes on after a failure and returns the
+    /// first error.
+    pub fn delete_subvolumes_in(&self, dir: &Path) -> io::Result<()> {
+        let mut first_error = None;
+        for entry in std::fs::read_dir(dir)? {
+            let deleted = entry.and_then(|e| {
+                let path = e.path();
+                if sys::is_subvolume_root(&path)? {
+                    self.delete_subvolume_reporting(&path)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = deleted {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Removes everything inside the directory `dir`, or with `only_subvolumes` just the
     /// subvolumes anywhere below it. Nested subvolumes are deleted with
     /// [`BtrfsFs::delete_subvolume_reporting`]. Symlinks are removed, never followed.
