@@ -45,7 +45,7 @@ use rand_chacha::ChaCha8Rng;
 pub use tempfile::TempDir;
 
 use crate::backend::{Cursor, Environment, Key, RwTransaction};
-use crate::config::{BackendConfig, Durability};
+use crate::config::{destroy_database_dir, BackendConfig, Durability};
 use crate::error::Error;
 use crate::tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};
 
@@ -156,6 +156,16 @@ impl<E: Environment> Store<E> {
             .create_databases()
             .expect("create_databases after reopen should succeed");
         self.env = Some(env);
+    }
+}
+
+impl<E: Environment> Drop for Store<E> {
+    /// Closes the environment, then removes the directory with [`destroy_database_dir`]: a
+    /// butter_db store holds read-only snapshots, which the `TempDir`'s own removal cannot delete
+    /// (it would leave them behind silently).
+    fn drop(&mut self) {
+        drop(self.env.take());
+        let _ = destroy_database_dir(self.dir.path());
     }
 }
 

@@ -221,6 +221,19 @@ impl TestCtx {
     }
 }
 
+impl Drop for TestCtx {
+    /// Removes each database the test made with `destroy_database_dir`: a butter_db database
+    /// holds read-only snapshots, which the `TempDir`'s own removal cannot delete (it would leave
+    /// them behind silently).
+    fn drop(&mut self) {
+        if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
+            for entry in entries.flatten() {
+                let _ = slasher_adapters::config::destroy_database_dir(&entry.path());
+            }
+        }
+    }
+}
+
 /// Run `test` on backend `E` in a fresh temporary directory (or skip, for butter without btrfs).
 pub fn run<E: Environment>(test: fn(&TestCtx)) {
     let Some(dir) = backend_dir(E::NAME) else {
