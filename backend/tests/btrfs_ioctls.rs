@@ -496,8 +496,9 @@ fn sync_and_reflink() {
     // destination is refused.
     let work = scratch.join("work");
     fs::create_dir(&work).unwrap();
+    let mut m = BtrfsFs.create_new_file(&work.join("m"), 0o600).unwrap();
     BtrfsFs
-        .write_new_file_nowait(&work.join("m"), &[IoSlice::new(&data)], 0o600)
+        .append_nowait(&mut m, 0, &[IoSlice::new(&data)])
         .unwrap();
     BtrfsFs.write_back(&work.join("m")).unwrap();
     BtrfsFs
@@ -512,9 +513,9 @@ fn sync_and_reflink() {
     assert_eq!(read(&other.join("m")), data);
     assert_eq!(read(&scratch.join("other-snap").join("m")), data);
 
-    // A file given as many pieces (as a segment is: each block's entries, then its trailer)
-    // holds them in order: more pieces than one `writev` takes, empty ones among them, and
-    // more bytes than one write-back run.
+    // A file given as many pieces in several appends (as a segment is written: runs of
+    // blocks, each block's entries then its trailer) holds them in order: appends of more
+    // pieces than one `writev` takes, of empty pieces only, and of nothing.
     let pieces: Vec<Vec<u8>> = (0..3_000u32)
         .map(|i| {
             let len = (i.wrapping_mul(2_654_435_761) % 5_000) as usize * usize::from(i % 7 != 0);
@@ -522,9 +523,20 @@ fn sync_and_reflink() {
         })
         .collect();
     let slices: Vec<IoSlice<'_>> = pieces.iter().map(|p| IoSlice::new(p)).collect();
-    BtrfsFs
-        .write_new_file_nowait(&work.join("pieces"), &slices, 0o600)
+    let mut file = BtrfsFs
+        .create_new_file(&work.join("pieces"), 0o600)
         .unwrap();
+    let mut start = 0u64;
+    for run in [0..1_505, 1_505..1_505, 1_505..1_506, 1_506..3_000] {
+        let run = &slices[run];
+        BtrfsFs.append_nowait(&mut file, start, run).unwrap();
+        start += run.iter().map(|p| p.len() as u64).sum::<u64>();
+    }
+    assert!(
+        pieces[1_505].is_empty(),
+        "an append of an empty piece alone"
+    );
+    drop(file);
     BtrfsFs.write_back(&work.join("pieces")).unwrap();
     let whole = pieces.concat();
     assert!(whole.len() > 4 << 20, "{} bytes", whole.len());

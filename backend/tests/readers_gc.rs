@@ -43,13 +43,16 @@ impl Fs for GatedFs {
     fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
         BtrfsFs.write_new_file(path, data, mode)
     }
-    fn write_new_file_nowait(
+    fn create_new_file(&self, path: &Path, mode: u32) -> io::Result<std::fs::File> {
+        BtrfsFs.create_new_file(path, mode)
+    }
+    fn append_nowait(
         &self,
-        path: &Path,
+        file: &mut std::fs::File,
+        start: u64,
         pieces: &[io::IoSlice<'_>],
-        mode: u32,
     ) -> io::Result<()> {
-        BtrfsFs.write_new_file_nowait(path, pieces, mode)
+        BtrfsFs.append_nowait(file, start, pieces)
     }
     fn write_back(&self, path: &Path) -> io::Result<()> {
         BtrfsFs.write_back(path)

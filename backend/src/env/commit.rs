@@ -10,7 +10,7 @@ use crate::fs::Fs;
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
 use crate::root::{self, gen_name, Kind};
-use crate::segment::{self, Segment, SegmentBuilder};
+use crate::segment::{self, FileSink, Segment, SegmentBuilder};
 
 use super::compaction;
 use super::merge::merge_into;
@@ -161,7 +161,7 @@ impl Env {
             }
             .unwrap_or(table.segments.len());
             let lens = compaction::file_lens(&table.segments);
-            let (merge, estimate) = compaction::commit_merge_count(
+            let (merge, _) = compaction::commit_merge_count(
                 self.compaction,
                 compaction::memtable_bytes(mem),
                 &lens,
@@ -170,30 +170,26 @@ impl Env {
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
             let build_started = Instant::now();
-            let mut builder = SegmentBuilder::with_capacity(estimate);
-            merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
-            draft.retired.extend(inputs);
-            if builder.entries() == 0 {
-                continue;
-            }
             let seq = writer.next_seq;
             writer.next_seq += 1;
-            let entries = builder.entries();
-            let file = builder.finish();
-            draft.info.build_us += elapsed_us(build_started);
-            let file_started = Instant::now();
             let path = self.live.join(segment::file_name(seq));
-            self.fs
-                .write_new_file_nowait(&path, &file.pieces(), self.file_mode)
-                .map_err(|e| Error::io("write", &path, e))?;
-            draft.info.file_us += elapsed_us(file_started);
+            // The blocks go into the cache as they are written: the next transaction is likely
+            // to read what this one wrote.
+            let sink = FileSink::new(&*self.fs, &path, self.file_mode, Some((&self.cache, seq)));
+            let mut builder = SegmentBuilder::new(sink);
+            merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
+            draft.retired.extend(inputs);
+            let entries = builder.entries();
+            if entries == 0 {
+                // Nothing was written: no file exists (the sequence number stays unused).
+                continue;
+            }
+            let (len, sink) = builder.finish()?;
+            draft.info.file_us += sink.file_us;
+            draft.info.build_us += elapsed_us(build_started).saturating_sub(sink.file_us);
             written.push(path.clone());
             draft.info.segments_written += 1;
-            let len = file.len();
             draft.info.bytes_written += len;
-            for (i, b) in file.into_blocks().into_iter().enumerate() {
-                self.cache.insert(seq, i, b);
-            }
             let seg = Segment::open(path, seq, len, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
         }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
-use crate::segment::{self, Block, Segment, SegmentBuilder};
+use crate::segment::{self, FileSink, Segment, SegmentBuilder, SegmentSink};
 use crate::sys;
 
 use super::compaction;
@@ -46,7 +46,6 @@ pub(super) struct Merged {
     /// 0 when nothing survived (only tombstones): no file was written.
     entries: u64,
     file_len: u64,
-    blocks: Vec<Arc<Block>>,
 }
 
 impl Env {
@@ -141,9 +140,6 @@ impl Env {
                 .map_err(|e| Error::io("clone", &path, e))?;
             fail_point("commit::after_clone");
             self.discard_merge_file(&job.work_path);
-            for (i, b) in merged.blocks.into_iter().enumerate() {
-                self.cache.insert(job.seq, i, b);
-            }
             let seg = Segment::open(
                 path,
                 job.seq,
@@ -180,33 +176,27 @@ fn run_merge(
     path: &Path,
     mode: u32,
 ) -> Result<Merged> {
-    let estimate = inputs.iter().map(|s| s.file_len).sum();
-    let mut builder = SegmentBuilder::with_capacity(estimate);
+    // A merge's result does not go into the block cache (it would push out the blocks the
+    // slasher reads now, for a segment that is not live yet): its first readers load it.
+    let mut builder = SegmentBuilder::new(FileSink::new(fs, path, mode, None));
     merge_into(&mut builder, &Memtable::new(), inputs, drop_tombstones)?;
     let entries = builder.entries();
     if entries == 0 {
         return Ok(Merged {
             entries,
             file_len: 0,
-            blocks: Vec::new(),
         });
     }
-    let file = builder.finish();
-    fs.write_new_file_nowait(path, &file.pieces(), mode)
-        .map_err(|e| Error::io("write", path, e))?;
+    let (file_len, _) = builder.finish()?;
     fs.write_back(path)
         .map_err(|e| Error::io("write back", path, e))?;
     fail_point("merge::after_write");
-    Ok(Merged {
-        entries,
-        file_len: file.len(),
-        blocks: file.into_blocks(),
-    })
+    Ok(Merged { entries, file_len })
 }
 
 /// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
-pub(super) fn merge_into(
-    builder: &mut SegmentBuilder,
+pub(super) fn merge_into<S: SegmentSink>(
+    builder: &mut SegmentBuilder<S>,
     mem: &Memtable,
     inputs: &[Arc<Segment>],
     drop_tombstones: bool,

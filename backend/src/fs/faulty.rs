@@ -129,14 +129,13 @@ impl Fs for FaultyFs {
         })
     }
 
-    fn write_new_file_nowait(
-        &self,
-        path: &Path,
-        pieces: &[IoSlice<'_>],
-        mode: u32,
-    ) -> io::Result<()> {
-        self.run("write_new_file_nowait", || {
-            self.inner.write_new_file_nowait(path, pieces, mode)
+    fn create_new_file(&self, path: &Path, mode: u32) -> io::Result<File> {
+        self.run("create_new_file", || self.inner.create_new_file(path, mode))
+    }
+
+    fn append_nowait(&self, file: &mut File, start: u64, pieces: &[IoSlice<'_>]) -> io::Result<()> {
+        self.run("append_nowait", || {
+            self.inner.append_nowait(file, start, pieces)
         })
     }
 

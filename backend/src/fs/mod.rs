@@ -32,20 +32,18 @@ pub trait Fs: Send + Sync + Debug {
     /// symlink.
     fn write_new_file(&self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
 
-    /// Create a new file (fails if it exists) holding exactly the `pieces`, one after the
-    /// other, and start writing it back to the device without waiting, so the device works
-    /// while the caller goes on. Write errors are reported by a later [`Fs::write_back`] of
-    /// the same path, which the caller must make before relying on the file.
-    /// Permission bits and symlinks as for [`Fs::write_new_file`].
-    fn write_new_file_nowait(
-        &self,
-        path: &Path,
-        pieces: &[IoSlice<'_>],
-        mode: u32,
-    ) -> io::Result<()>;
+    /// Create a new, empty file (fails if it exists) for [`Fs::append_nowait`]. Permission
+    /// bits and symlinks as for [`Fs::write_new_file`].
+    fn create_new_file(&self, path: &Path, mode: u32) -> io::Result<File>;
 
-    /// Write back a file created by
-    /// [`Fs::write_new_file_nowait`], waiting for it and reporting write errors, as
+    /// Append the `pieces`, one after the other, to a file made by [`Fs::create_new_file`]
+    /// whose length is `start`, and start writing them back to the device without waiting, so
+    /// the device works while the caller goes on. Write errors are reported by a later
+    /// [`Fs::write_back`] of the same path, which the caller must make before relying on the
+    /// file.
+    fn append_nowait(&self, file: &mut File, start: u64, pieces: &[IoSlice<'_>]) -> io::Result<()>;
+
+    /// Write back a file written with [`Fs::append_nowait`], waiting for it and reporting write errors, as
     /// `write_new_file` does for its own files.
     fn write_back(&self, path: &Path) -> io::Result<()>;
 
@@ -92,9 +90,6 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 
 use crate::sys;
 
-/// How much of a new file [`BtrfsFs::write_new_file_nowait`] copies before starting its
-/// write-back.
-const WRITE_BACK_PIECE: usize = 4 << 20;
 /// At most this many pieces go to one `writev` (Linux's `IOV_MAX`).
 const MAX_PIECES_PER_WRITE: usize = 1024;
 
@@ -389,32 +384,21 @@ impl Fs for BtrfsFs {
         sys::write_back(file.as_fd())
     }
 
-    fn write_new_file_nowait(
-        &self,
-        path: &Path,
-        pieces: &[IoSlice<'_>],
-        mode: u32,
-    ) -> io::Result<()> {
-        let mut file = create_new(path, mode)?;
-        // Written in runs of about WRITE_BACK_PIECE bytes, each handed to the device at once:
-        // a large segment is on its way to the disk while the rest of it (and the next
-        // segments) are still being copied.
-        let mut offset = 0u64;
-        let mut rest = pieces;
-        while !rest.is_empty() {
-            let mut run = 0;
-            let mut bytes = 0usize;
-            while bytes < WRITE_BACK_PIECE && run < rest.len().min(MAX_PIECES_PER_WRITE) {
-                bytes += rest.get(run).map_or(0, |p| p.len());
-                run += 1;
-            }
-            let (now, later) = rest.split_at(run);
-            write_all_vectored(&mut file, now)?;
-            sys::start_write_back(file.as_fd(), offset, bytes as u64)?;
-            offset += bytes as u64;
-            rest = later;
+    fn create_new_file(&self, path: &Path, mode: u32) -> io::Result<File> {
+        create_new(path, mode)
+    }
+
+    fn append_nowait(&self, file: &mut File, start: u64, pieces: &[IoSlice<'_>]) -> io::Result<()> {
+        let mut bytes = 0u64;
+        for run in pieces.chunks(MAX_PIECES_PER_WRITE) {
+            write_all_vectored(file, run)?;
+            bytes += run.iter().map(|p| p.len() as u64).sum::<u64>();
         }
-        Ok(())
+        if bytes == 0 {
+            // A length of 0 would ask for everything from `start` to the end of the file.
+            return Ok(());
+        }
+        sys::start_write_back(file.as_fd(), start, bytes)
     }
 
     fn write_back(&self, path: &Path) -> io::Result<()> {

@@ -6,11 +6,12 @@ use crate::segment::{SegmentBuilder, FOOTER_LEN};
 
 /// A segment file the engine's builder writes, and its length/count fields.
 fn segment_seed(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> Seed {
-    let mut builder = SegmentBuilder::default();
+    let mut builder = SegmentBuilder::in_memory();
     for (k, v) in entries {
         builder.add(k, v.as_deref()).expect("add");
     }
-    let bytes = builder.finish().to_vec();
+    let (_, file) = builder.finish().expect("finish");
+    let bytes = file.bytes;
     let fields = segment_fields(&bytes);
     Seed { bytes, fields }
 }

@@ -1,48 +1,169 @@
-//! Writing a segment file in memory.
+//! Writing a segment file as it is built.
 //!
-//! The file is kept as pieces, never as one buffer: each data block's entry bytes are the
-//! decoded [`Block`] the cache will hold, its trailer (offsets, count, CRC) is kept beside
-//! it, and the index and footer follow. A commit that rewrites a whole table (every batch of
-//! the slasher's first epoch) would otherwise fault in, zero and fill a buffer as large as
-//! the table, and copy every block out of it again.
+//! Finished blocks are handed to a [`SegmentSink`] in runs of about [`RUN_BYTES`]: a segment
+//! is never held in memory whole. Each block's entry bytes are the decoded [`Block`] the cache
+//! takes, its trailer (offsets, count, CRC) is kept beside it until the run is written, and the
+//! index and footer end the file. A commit that rewrites a whole table (every batch of the
+//! slasher's first epoch) would otherwise hold a second copy of the table, in freshly faulted
+//! pages, until the last block is built.
 
+use std::fs::File;
 use std::io::IoSlice;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use super::*;
+use crate::fs::Fs;
 
-/// Builds a segment file in memory from entries given in ascending key order.
+/// Bytes of finished blocks written to the sink at a time: each run is also one write-back
+/// request to the device (design.md, commit step 2).
+pub(crate) const RUN_BYTES: usize = 4 << 20;
+
+/// Where a [`SegmentBuilder`] puts the file's bytes.
+pub(crate) trait SegmentSink {
+    /// The next bytes of the file, in order.
+    fn append(&mut self, pieces: &[IoSlice<'_>]) -> Result<()>;
+
+    /// The blocks whose bytes `append` has just taken, numbered in file order from `first`.
+    /// Dropped unless the sink keeps them.
+    fn appended_blocks(&mut self, first: usize, blocks: Vec<Arc<Block>>) {
+        let _ = (first, blocks);
+    }
+}
+
+/// A new segment file at `path`, created at the first run (an empty segment makes no file),
+/// each run written back without waiting ([`Fs::append_nowait`]); the caller must call
+/// [`Fs::write_back`] before relying on it. With a cache, the blocks written go into it under
+/// the segment's sequence number.
+pub(crate) struct FileSink<'a> {
+    fs: &'a dyn Fs,
+    path: PathBuf,
+    mode: u32,
+    file: Option<File>,
+    len: u64,
+    seed: Option<(&'a BlockCache, u64)>,
+    /// Microseconds spent in `create_new_file` and `append_nowait`.
+    pub(crate) file_us: u64,
+}
+
+impl std::fmt::Debug for FileSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSink")
+            .field("path", &self.path)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> FileSink<'a> {
+    pub(crate) fn new(
+        fs: &'a dyn Fs,
+        path: &Path,
+        mode: u32,
+        seed: Option<(&'a BlockCache, u64)>,
+    ) -> Self {
+        FileSink {
+            fs,
+            path: path.to_path_buf(),
+            mode,
+            file: None,
+            len: 0,
+            seed,
+            file_us: 0,
+        }
+    }
+}
+
+impl SegmentSink for FileSink<'_> {
+    fn append(&mut self, pieces: &[IoSlice<'_>]) -> Result<()> {
+        let started = Instant::now();
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(
+                self.fs
+                    .create_new_file(&self.path, self.mode)
+                    .map_err(|e| Error::io("create", &self.path, e))?,
+            ),
+        };
+        self.fs
+            .append_nowait(file, self.len, pieces)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.len += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
+        self.file_us += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Ok(())
+    }
+
+    fn appended_blocks(&mut self, first: usize, blocks: Vec<Arc<Block>>) {
+        if let Some((cache, seq)) = self.seed {
+            for (i, b) in blocks.into_iter().enumerate() {
+                cache.insert(seq, first + i, b);
+            }
+        }
+    }
+}
+
+/// The file in memory, and its blocks (unit tests).
+#[cfg(test)]
 #[derive(Debug, Default)]
-pub(crate) struct SegmentBuilder {
+pub(crate) struct MemorySink {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) blocks: Vec<Arc<Block>>,
+    /// The length of each append, in order.
+    pub(crate) appends: Vec<usize>,
+}
+
+#[cfg(test)]
+impl SegmentSink for MemorySink {
+    fn append(&mut self, pieces: &[IoSlice<'_>]) -> Result<()> {
+        let before = self.bytes.len();
+        for p in pieces {
+            self.bytes.extend_from_slice(p);
+        }
+        self.appends.push(self.bytes.len() - before);
+        Ok(())
+    }
+
+    fn appended_blocks(&mut self, first: usize, blocks: Vec<Arc<Block>>) {
+        assert_eq!(first, self.blocks.len(), "blocks arrive in file order");
+        self.blocks.extend(blocks);
+    }
+}
+
+/// Builds a segment file from entries given in ascending key order, writing it to its sink
+/// as it goes.
+#[derive(Debug)]
+pub(crate) struct SegmentBuilder<S> {
+    sink: S,
     /// The entries of the block being filled.
     block: Vec<u8>,
     offsets: Vec<u32>,
-    /// The finished blocks, and their trailers back to back.
-    blocks: Vec<Arc<Block>>,
+    /// Finished blocks not yet written, and their trailers back to back.
+    pending: Vec<Arc<Block>>,
     trailers: Vec<u8>,
+    /// Blocks written before `pending`.
+    blocks_written: usize,
     /// Bytes of the finished blocks, trailers included: where the next block starts.
     written: u64,
+    /// Bytes of `pending` and `trailers`.
+    pending_bytes: usize,
     index: Vec<(u64, u32, Box<[u8]>)>,
     entries: u64,
 }
 
-/// A finished segment file: its bytes in order as [`SegmentFile::pieces`], and its decoded
-/// blocks (to seed the cache: the next transaction is likely to read what this one wrote).
-#[derive(Debug)]
-pub(crate) struct SegmentFile {
-    blocks: Vec<Arc<Block>>,
-    trailers: Vec<u8>,
-    /// The block index and the footer.
-    tail: Vec<u8>,
-    len: u64,
-}
-
-impl SegmentBuilder {
-    /// A builder for about `bytes` of entries (room for the block list is made up front).
-    pub(crate) fn with_capacity(bytes: u64) -> Self {
-        let blocks = usize::try_from(bytes / BLOCK_TARGET_BYTES as u64).unwrap_or(0) + 1;
+impl<S: SegmentSink> SegmentBuilder<S> {
+    /// A builder writing to `sink`.
+    pub(crate) fn new(sink: S) -> Self {
         SegmentBuilder {
-            blocks: Vec::with_capacity(blocks.min(1 << 16)),
-            ..Self::default()
+            sink,
+            block: Vec::new(),
+            offsets: Vec::new(),
+            pending: Vec::new(),
+            trailers: Vec::new(),
+            blocks_written: 0,
+            written: 0,
+            pending_bytes: 0,
+            index: Vec::new(),
+            entries: 0,
         }
     }
 
@@ -50,7 +171,8 @@ impl SegmentBuilder {
         self.entries
     }
 
-    /// Append one entry; keys must be strictly ascending (the caller guarantees it).
+    /// Append one entry; keys must be strictly ascending (the caller guarantees it). Fails
+    /// when the sink fails to take a finished run.
     pub(crate) fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let klen = u16::try_from(key.len()).map_err(|_| Error::KeyTooLong(key.len()))?;
         let vlen = match value {
@@ -75,6 +197,9 @@ impl SegmentBuilder {
         self.entries += 1;
         if self.block.len() >= BLOCK_TARGET_BYTES {
             self.finish_block();
+            if self.pending_bytes >= RUN_BYTES {
+                self.write_pending(&[])?;
+            }
         }
         Ok(())
     }
@@ -104,14 +229,40 @@ impl SegmentBuilder {
             last.1 = len as u32;
         }
         self.written += len as u64;
-        self.blocks.push(Arc::new(Block::new(
+        self.pending_bytes += len;
+        self.pending.push(Arc::new(Block::new(
             data,
             std::mem::take(&mut self.offsets).into_boxed_slice(),
         )));
     }
 
-    /// The finished file.
-    pub(crate) fn finish(mut self) -> SegmentFile {
+    /// Write the pending blocks, each with its trailer, then `tail`; hand the blocks to the
+    /// sink.
+    fn write_pending(&mut self, tail: &[u8]) -> Result<()> {
+        let mut pieces = Vec::with_capacity(2 * self.pending.len() + 1);
+        let mut trailers = self.trailers.as_slice();
+        for b in &self.pending {
+            // Each block's trailer is 4 bytes per entry and 8 more (built so in finish_block).
+            let n = (4 * b.len() + BLOCK_TRAILER_LEN).min(trailers.len());
+            let (trailer, rest) = trailers.split_at(n);
+            pieces.push(IoSlice::new(b.entry_bytes()));
+            pieces.push(IoSlice::new(trailer));
+            trailers = rest;
+        }
+        pieces.push(IoSlice::new(tail));
+        self.sink.append(&pieces)?;
+        let blocks = std::mem::take(&mut self.pending);
+        let first = self.blocks_written;
+        self.blocks_written += blocks.len();
+        self.trailers.clear();
+        self.pending_bytes = 0;
+        self.sink.appended_blocks(first, blocks);
+        Ok(())
+    }
+
+    /// Write the rest of the file (the last blocks, the index and the footer); returns its
+    /// length and the sink.
+    pub(crate) fn finish(mut self) -> Result<(u64, S)> {
         self.finish_block();
         let index_offset = self.written;
         let mut index = Vec::new();
@@ -134,48 +285,15 @@ impl SegmentBuilder {
         footer.extend_from_slice(&crc.to_le_bytes());
         let mut tail = index;
         tail.extend_from_slice(&footer);
-        SegmentFile {
-            len: index_offset + tail.len() as u64,
-            blocks: self.blocks,
-            trailers: self.trailers,
-            tail,
-        }
+        self.write_pending(&tail)?;
+        Ok((index_offset + tail.len() as u64, self.sink))
     }
 }
 
-impl SegmentFile {
-    /// The file's bytes, in order: each block's entries and trailer, then index and footer.
-    pub(crate) fn pieces(&self) -> Vec<IoSlice<'_>> {
-        let mut pieces = Vec::with_capacity(2 * self.blocks.len() + 1);
-        let mut trailers = self.trailers.as_slice();
-        for b in &self.blocks {
-            // Each block's trailer is 4 bytes per entry and 8 more (built so in finish_block).
-            let n = (4 * b.len() + BLOCK_TRAILER_LEN).min(trailers.len());
-            let (trailer, rest) = trailers.split_at(n);
-            pieces.push(IoSlice::new(b.entry_bytes()));
-            pieces.push(IoSlice::new(trailer));
-            trailers = rest;
-        }
-        pieces.push(IoSlice::new(&self.tail));
-        pieces
-    }
-
-    /// The file's length in bytes.
-    pub(crate) fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// The decoded blocks, in file order.
-    pub(crate) fn into_blocks(self) -> Vec<Arc<Block>> {
-        self.blocks
-    }
-
-    /// The whole file in one buffer (tests and fuzz seeds).
-    #[cfg(test)]
-    pub(crate) fn to_vec(&self) -> Vec<u8> {
-        self.pieces()
-            .iter()
-            .flat_map(|p| p.iter().copied())
-            .collect()
+#[cfg(test)]
+impl SegmentBuilder<MemorySink> {
+    /// A builder keeping the file in memory.
+    pub(crate) fn in_memory() -> Self {
+        Self::new(MemorySink::default())
     }
 }

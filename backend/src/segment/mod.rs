@@ -89,7 +89,7 @@ mod iter;
 mod tests;
 
 pub(crate) use block::{key_prefix, Block};
-pub(crate) use builder::SegmentBuilder;
+pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};
 pub(crate) use iter::{Entry, SegmentIter};
 
 /// Location of one block inside a segment file.

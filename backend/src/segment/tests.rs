@@ -3,14 +3,13 @@
 use super::*;
 
 fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
-    let mut b = SegmentBuilder::default();
+    let mut b = SegmentBuilder::in_memory();
     for (k, v) in entries {
         b.add(k, v.as_deref()).unwrap();
     }
-    let file = b.finish();
-    let bytes = file.to_vec();
-    assert_eq!(bytes.len() as u64, file.len());
-    (bytes, file.into_blocks())
+    let (len, file) = b.finish().unwrap();
+    assert_eq!(file.bytes.len() as u64, len);
+    (file.bytes, file.blocks)
 }
 
 fn write_and_open(bytes: &[u8], entries: u64) -> Result<Segment> {
@@ -78,6 +77,44 @@ fn key_prefix_orders_like_byte_slices_when_it_differs() {
                 assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
             }
         }
+    }
+}
+
+/// A segment larger than a run is written in runs of about `RUN_BYTES` as it is built (the
+/// builder never holds the whole file), and the runs together are the file.
+#[test]
+fn large_segment_is_written_in_runs() {
+    let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0u32..40_000)
+        .map(|i| {
+            (
+                i.to_be_bytes().to_vec(),
+                Some(vec![i as u8; 150 + (i % 151) as usize]),
+            )
+        })
+        .collect();
+    let mut b = SegmentBuilder::in_memory();
+    for (k, v) in &entries {
+        b.add(k, v.as_deref()).unwrap();
+    }
+    let (len, file) = b.finish().unwrap();
+    assert_eq!(file.bytes.len() as u64, len);
+    assert!(file.appends.len() >= 2, "appends {:?}", file.appends);
+    let (last, runs) = file.appends.split_last().unwrap();
+    for run in runs {
+        assert!(
+            (builder::RUN_BYTES..builder::RUN_BYTES + 2 * BLOCK_TARGET_BYTES).contains(run),
+            "a run of {run} bytes"
+        );
+    }
+    assert!(
+        *last < builder::RUN_BYTES + 64 * 1024,
+        "the last run: {last} bytes"
+    );
+    let seg = write_and_open(&file.bytes, entries.len() as u64).unwrap();
+    assert_eq!(seg.block_count(), file.blocks.len());
+    for (k, v) in entries.iter().step_by(97) {
+        let got = seg.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap();
+        assert_eq!(got.expect("key present"), *v);
     }
 }
 
