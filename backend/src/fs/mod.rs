@@ -43,8 +43,8 @@ pub trait Fs: Send + Sync + Debug {
     /// file.
     fn append_nowait(&self, file: &mut File, start: u64, pieces: &[IoSlice<'_>]) -> io::Result<()>;
 
-    /// Write back a file written with [`Fs::append_nowait`], waiting for it and reporting write errors, as
-    /// `write_new_file` does for its own files.
+    /// Write back a file written with [`Fs::append_nowait`], waiting for it and reporting write
+    /// errors, as `write_new_file` does for its own files.
     fn write_back(&self, path: &Path) -> io::Result<()>;
 
     /// Create the new file `dst` (fails if it exists) as a reflink copy of `src` (`FICLONE`):
