@@ -36,6 +36,14 @@ impl BlockCache {
         self.inner.lock().map.get(&(seq, block)).cloned()
     }
 
+    /// Remove a block and return it, if it is cached.
+    pub(crate) fn take(&self, seq: u64, block: usize) -> Option<Arc<Block>> {
+        let mut inner = self.inner.lock();
+        let b = inner.map.pop(&(seq, block))?;
+        inner.bytes -= b.weight();
+        Some(b)
+    }
+
     pub(crate) fn insert(&self, seq: u64, block: usize, value: Arc<Block>) {
         let mut inner = self.inner.lock();
         inner.bytes += value.weight();

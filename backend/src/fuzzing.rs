@@ -82,7 +82,7 @@ pub fn read_segment_file(
 ) -> Result<SegmentSummary> {
     let cache = Arc::new(BlockCache::new(1 << 20));
     let seg = Arc::new(Segment::open(path, 1, expect_len, expect_entries, cache)?);
-    let mut it = seg.iter();
+    let mut it = seg.iter_using(crate::segment::CacheUse::Fill);
     let (mut iterated, mut tombstones) = (0u64, 0u64);
     let mut probes: Vec<Vec<u8>> = Vec::new();
     while let Some((key, value)) = it.peek()? {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::memtable::{self, Memtable};
-use crate::segment::{key_cmp, Entry, Segment, SegmentIter};
+use crate::segment::{key_cmp, CacheUse, Entry, Segment, SegmentIter};
 
 /// The memtable side of a merge: its first entry above a bound, which only grows.
 pub(crate) trait MemSource<'a> {
@@ -81,8 +81,14 @@ enum Source {
 impl MergeIter {
     /// A merge over `segments` (newest first), from the first key.
     pub(crate) fn new(segments: &[Arc<Segment>]) -> Self {
+        Self::new_using(segments, CacheUse::Fill)
+    }
+
+    /// A merge over `segments` (newest first), from the first key, reading their blocks
+    /// through the cache as `cache_use` says.
+    pub(crate) fn new_using(segments: &[Arc<Segment>], cache_use: CacheUse) -> Self {
         MergeIter {
-            heads: segments.iter().map(Segment::iter).collect(),
+            heads: segments.iter().map(|s| s.iter_using(cache_use)).collect(),
             lower: None,
             at_last: Vec::new(),
             unloaded: (0..segments.len()).collect(),

@@ -10,7 +10,7 @@ use crate::fs::Fs;
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
 use crate::root::{self, gen_name, Kind};
-use crate::segment::{self, FileSink, Segment, SegmentBuilder};
+use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder};
 
 use super::compaction;
 use super::merge::merge_into;
@@ -177,7 +177,8 @@ impl Env {
             // to read what this one wrote.
             let sink = FileSink::new(&*self.fs, &path, self.file_mode, Some((&self.cache, seq)));
             let mut builder = SegmentBuilder::new(sink);
-            merge_into(&mut builder, mem, &inputs, drop_tombstones)?;
+            // This commit retires the inputs: their blocks leave the cache as they are read.
+            merge_into(&mut builder, mem, &inputs, drop_tombstones, CacheUse::Take)?;
             draft.retired.extend(inputs);
             let entries = builder.entries();
             if entries == 0 {

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
-use crate::segment::{self, FileSink, Segment, SegmentBuilder, SegmentSink};
+use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
 use crate::sys;
 
 use super::compaction;
@@ -179,7 +179,13 @@ fn run_merge(
     // A merge's result does not go into the block cache (it would push out the blocks the
     // slasher reads now, for a segment that is not live yet): its first readers load it.
     let mut builder = SegmentBuilder::new(FileSink::new(fs, path, mode, None));
-    merge_into(&mut builder, &Memtable::new(), inputs, drop_tombstones)?;
+    merge_into(
+        &mut builder,
+        &Memtable::new(),
+        inputs,
+        drop_tombstones,
+        CacheUse::Bypass,
+    )?;
     let entries = builder.entries();
     if entries == 0 {
         return Ok(Merged {
@@ -194,14 +200,16 @@ fn run_merge(
     Ok(Merged { entries, file_len })
 }
 
-/// Merge the memtable (newest) with `inputs` (newest first) into `builder`.
+/// Merge the memtable (newest) with `inputs` (newest first) into `builder`, reading the
+/// inputs' blocks through the cache as `cache_use` says.
 pub(super) fn merge_into<S: SegmentSink>(
     builder: &mut SegmentBuilder<S>,
     mem: &Memtable,
     inputs: &[Arc<Segment>],
     drop_tombstones: bool,
+    cache_use: CacheUse,
 ) -> Result<()> {
-    let mut it = MergeIter::new(inputs);
+    let mut it = MergeIter::new_using(inputs, cache_use);
     let mut mem = MemWalk::new(mem);
     while let Some((key, value)) = it.next(&mut mem, drop_tombstones)? {
         builder.add(key, value)?;

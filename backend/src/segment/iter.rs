@@ -9,6 +9,7 @@ pub(crate) type Entry<'a> = (&'a [u8], Option<&'a [u8]>);
 #[derive(Debug)]
 pub(crate) struct SegmentIter {
     seg: Arc<Segment>,
+    cache_use: CacheUse,
     block: Option<Arc<Block>>,
     block_index: usize,
     entry: usize,
@@ -22,7 +23,7 @@ impl SegmentIter {
                 if self.block_index >= self.seg.block_count() {
                     return Ok(None);
                 }
-                self.block = Some(self.seg.block(self.block_index)?);
+                self.block = Some(self.seg.block_using(self.block_index, self.cache_use)?);
                 self.entry = 0;
             }
             let len = self.block.as_ref().map_or(0, |b| b.len());
@@ -77,10 +78,11 @@ impl SegmentIter {
 }
 
 impl Segment {
-    /// Iterate every entry in key order (used by merges).
-    pub(crate) fn iter(self: &Arc<Self>) -> SegmentIter {
+    /// Iterate every entry in key order, reading blocks through the cache as `cache_use` says.
+    pub(crate) fn iter_using(self: &Arc<Self>, cache_use: CacheUse) -> SegmentIter {
         SegmentIter {
             seg: self.clone(),
+            cache_use,
             block: None,
             block_index: 0,
             entry: 0,

@@ -92,6 +92,21 @@ pub(crate) use block::{key_prefix, Block};
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};
 pub(crate) use iter::{Entry, SegmentIter};
 
+/// How a read of a segment's blocks uses the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheUse {
+    /// From the cache, or from disk into the cache: reads of live data.
+    Fill,
+    /// From the cache if there, else from disk without keeping it: a background merge, whose
+    /// inputs stay live until it is swapped in and whose reads should not push out the blocks
+    /// readers use.
+    Bypass,
+    /// Taken out of the cache if there, else from disk without keeping it: a commit's merge,
+    /// whose inputs that commit retires; their cached blocks would only hold memory beside
+    /// the new segment's.
+    Take,
+}
+
 /// Location of one block inside a segment file.
 #[derive(Debug)]
 struct BlockLoc {
@@ -281,7 +296,16 @@ impl Segment {
 
     /// Load block `i` (from the cache, or from disk into the cache).
     pub(crate) fn block(&self, i: usize) -> Result<Arc<Block>> {
-        if let Some(b) = self.cache.get(self.seq, i) {
+        self.block_using(i, CacheUse::Fill)
+    }
+
+    /// Load block `i`, using the cache as `cache_use` says.
+    pub(crate) fn block_using(&self, i: usize, cache_use: CacheUse) -> Result<Arc<Block>> {
+        let cached = match cache_use {
+            CacheUse::Fill | CacheUse::Bypass => self.cache.get(self.seq, i),
+            CacheUse::Take => self.cache.take(self.seq, i),
+        };
+        if let Some(b) = cached {
             return Ok(b);
         }
         let loc = self
@@ -293,7 +317,9 @@ impl Segment {
             .read_exact_at(&mut data, loc.offset)
             .map_err(|e| Error::io("read segment block", &self.path, e))?;
         let block = Arc::new(Block::decode(data, &self.path, loc.offset)?);
-        self.cache.insert(self.seq, i, block.clone());
+        if cache_use == CacheUse::Fill {
+            self.cache.insert(self.seq, i, block.clone());
+        }
         Ok(block)
     }
 

@@ -163,7 +163,7 @@ fn round_trip_lookup_and_seek() {
         .unwrap()
         .is_none());
     let seg = Arc::new(seg);
-    let mut it = seg.iter();
+    let mut it = seg.iter_using(CacheUse::Fill);
     let mut n = 0;
     while let Some((k, v)) = it.peek().unwrap() {
         assert_eq!(k, entries[n].0.as_slice());
@@ -319,4 +319,54 @@ fn merge_iter_newest_wins_and_an_unreadable_block_fails_every_retry() {
             Err(Error::ChecksumMismatch { .. })
         ));
     }
+}
+
+/// A merge's reads use the cache as told: `Fill` keeps every block, `Bypass` keeps none and
+/// leaves cached ones, `Take` hands out cached blocks and removes them.
+#[test]
+fn merge_reads_use_the_cache_as_told() {
+    let entries = sample();
+    let (bytes, blocks) = build(&entries);
+    let dir = std::env::temp_dir().join(format!("butter-seg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.seg", rand::random::<u64>()));
+    std::fs::write(&path, &bytes).unwrap();
+    let cache = Arc::new(BlockCache::new(64 << 20));
+    let seg = Segment::open(
+        path.clone(),
+        7,
+        bytes.len() as u64,
+        entries.len() as u64,
+        cache.clone(),
+    );
+    let seg = Arc::new(seg.unwrap());
+    let cached = |cache: &BlockCache| {
+        (0..blocks.len())
+            .filter(|&i| cache.get(7, i).is_some())
+            .count()
+    };
+    let walk = |cache_use| {
+        let mut it = seg.iter_using(cache_use);
+        let mut n = 0;
+        while it.peek().unwrap().is_some() {
+            it.advance();
+            n += 1;
+        }
+        assert_eq!(n, entries.len());
+    };
+    // Opening may have read a block (for the segment's last key) through the cache.
+    let at_open = cached(&cache);
+    walk(CacheUse::Bypass);
+    assert_eq!(cached(&cache), at_open, "Bypass kept blocks");
+    walk(CacheUse::Fill);
+    assert_eq!(
+        cached(&cache),
+        blocks.len(),
+        "Fill did not keep every block"
+    );
+    walk(CacheUse::Bypass);
+    assert_eq!(cached(&cache), blocks.len(), "Bypass removed blocks");
+    walk(CacheUse::Take);
+    assert_eq!(cached(&cache), 0, "Take left blocks");
+    std::fs::remove_file(path).unwrap();
 }
