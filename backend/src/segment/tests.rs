@@ -13,17 +13,22 @@ fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
 }
 
 fn write_and_open(bytes: &[u8], entries: u64) -> Result<Segment> {
+    write_and_open_with(bytes, entries, 1, Arc::new(BlockCache::new(1 << 20)))
+}
+
+/// `bytes` written to a new file in the temp directory and opened as segment `seq` with
+/// `cache`.
+fn write_and_open_with(
+    bytes: &[u8],
+    entries: u64,
+    seq: u64,
+    cache: Arc<BlockCache>,
+) -> Result<Segment> {
     let dir = std::env::temp_dir().join(format!("butter-seg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{}.seg", rand::random::<u64>()));
     std::fs::write(&path, bytes).unwrap();
-    Segment::open(
-        path.clone(),
-        1,
-        bytes.len() as u64,
-        entries,
-        Arc::new(BlockCache::new(1 << 20)),
-    )
+    Segment::open(path, seq, bytes.len() as u64, entries, cache)
 }
 
 fn sample() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
@@ -327,18 +332,8 @@ fn merge_iter_newest_wins_and_an_unreadable_block_fails_every_retry() {
 fn merge_reads_use_the_cache_as_told() {
     let entries = sample();
     let (bytes, blocks) = build(&entries);
-    let dir = std::env::temp_dir().join(format!("butter-seg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.seg", rand::random::<u64>()));
-    std::fs::write(&path, &bytes).unwrap();
     let cache = Arc::new(BlockCache::new(64 << 20));
-    let seg = Segment::open(
-        path.clone(),
-        7,
-        bytes.len() as u64,
-        entries.len() as u64,
-        cache.clone(),
-    );
+    let seg = write_and_open_with(&bytes, entries.len() as u64, 7, cache.clone());
     let seg = Arc::new(seg.unwrap());
     let cached = |cache: &BlockCache| {
         (0..blocks.len())
@@ -368,5 +363,5 @@ fn merge_reads_use_the_cache_as_told() {
     assert_eq!(cached(&cache), blocks.len(), "Bypass removed blocks");
     walk(CacheUse::Take);
     assert_eq!(cached(&cache), 0, "Take left blocks");
-    std::fs::remove_file(path).unwrap();
+    std::fs::remove_file(&seg.path).unwrap();
 }
