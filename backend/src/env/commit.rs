@@ -161,7 +161,7 @@ impl Env {
             }
             .unwrap_or(table.segments.len());
             let lens = compaction::file_lens(&table.segments);
-            let (merge, _) = compaction::commit_merge_count(
+            let merge = compaction::commit_merge_count(
                 self.compaction,
                 compaction::memtable_bytes(mem),
                 &lens,

@@ -36,13 +36,13 @@ pub(super) fn memtable_bytes(mem: &Memtable) -> u64 {
 /// How many of a table's newest segments (file lengths `lens`, newest first) a commit merges
 /// with a memtable of `mem_bytes`: the tiered rule, limited to the first `free` segments
 /// (those no background merge reads) and, with background merges, to COMMIT_MERGE_BUDGET
-/// times the memtable's bytes. Also returns the bytes gathered (the new segment's estimate).
+/// times the memtable's bytes.
 pub(super) fn commit_merge_count(
     compaction: Compaction,
     mem_bytes: u64,
     lens: &[u64],
     free: usize,
-) -> (usize, u64) {
+) -> usize {
     match compaction {
         Compaction::Inline => tiered_count(mem_bytes, lens, free, u64::MAX, MAX_SEGMENTS_PER_TABLE),
         // Background, and BackgroundWaited under feature `testing`.
@@ -67,7 +67,7 @@ pub(super) fn next_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize
         let Some((&first, rest)) = lens.split_first() else {
             continue;
         };
-        let (n, _) = tiered_count(first, rest, rest.len(), u64::MAX, MAX_SEGMENTS_PER_TABLE);
+        let n = tiered_count(first, rest, rest.len(), u64::MAX, MAX_SEGMENTS_PER_TABLE);
         if n >= 1 && best.is_none_or(|(_, _, len)| lens.len() > len) {
             best = Some((i, n + 1, lens.len()));
         }
@@ -78,15 +78,14 @@ pub(super) fn next_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize
 /// The tiered merge rule: how many of the newest segments (file lengths `lens`) to merge,
 /// given `acc` bytes gathered so far. The next older segment joins while the data gathered
 /// is at least 1/MERGE_RATIO of its size and the total stays within `budget`, or while more
-/// than `max_segments` would remain. At most `free` segments join. Also returns the bytes
-/// gathered.
+/// than `max_segments` would remain. At most `free` segments join.
 fn tiered_count(
     mut acc: u64,
     lens: &[u64],
     free: usize,
     budget: u64,
     max_segments: usize,
-) -> (usize, u64) {
+) -> usize {
     let mut n = 0;
     for &len in lens.iter().take(free) {
         let too_many = lens.len() - n >= max_segments;
@@ -97,7 +96,7 @@ fn tiered_count(
         acc += len;
         n += 1;
     }
-    (n, acc)
+    n
 }
 
 #[cfg(test)]
@@ -109,40 +108,31 @@ mod tests {
         // 100 bytes gathered: a 150-byte segment joins (2 × 100 ≥ 150), then 250 gathered
         // takes the 400-byte one (500 ≥ 400), then 650 stops at 2,000.
         let lens = [150, 400, 2_000];
-        assert_eq!(
-            commit_merge_count(Compaction::Inline, 100, &lens, 3),
-            (2, 650)
-        );
+        assert_eq!(commit_merge_count(Compaction::Inline, 100, &lens, 3), 2);
         // A larger first segment stops the run at once: the memtable becomes its own segment.
         assert_eq!(
             commit_merge_count(Compaction::Inline, 100, &[201, 10], 2),
-            (0, 100)
+            0
         );
         // Segments a background merge reads (beyond `free`) never join.
-        assert_eq!(
-            commit_merge_count(Compaction::Inline, 100, &lens, 1),
-            (1, 250)
-        );
+        assert_eq!(commit_merge_count(Compaction::Inline, 100, &lens, 1), 1);
     }
 
     #[test]
     fn background_commits_stay_within_their_budget_until_a_table_has_too_many_segments() {
         // Inline merges the 900-byte segment; in the background mode it is over 4 × 300.
         let lens = [300, 900];
-        assert_eq!(commit_merge_count(Compaction::Inline, 300, &lens, 2).0, 2);
-        assert_eq!(
-            commit_merge_count(Compaction::Background, 300, &lens, 2).0,
-            1
-        );
+        assert_eq!(commit_merge_count(Compaction::Inline, 300, &lens, 2), 2);
+        assert_eq!(commit_merge_count(Compaction::Background, 300, &lens, 2), 1);
         // With the hard limit reached, a commit merges even what the budget excludes.
         let many = vec![1_000_000; HARD_MAX_SEGMENTS_PER_TABLE];
         assert_eq!(
-            commit_merge_count(Compaction::Background, 1, &many, many.len()).0,
+            commit_merge_count(Compaction::Background, 1, &many, many.len()),
             1
         );
         let too_many = vec![1_000_000; HARD_MAX_SEGMENTS_PER_TABLE + 2];
         assert_eq!(
-            commit_merge_count(Compaction::Background, 1, &too_many, too_many.len()).0,
+            commit_merge_count(Compaction::Background, 1, &too_many, too_many.len()),
             3
         );
     }
