@@ -21,8 +21,8 @@ pub(crate) const RUN_BYTES: usize = 4 << 20;
 
 /// Where a [`SegmentBuilder`] puts the file's bytes.
 pub(crate) trait SegmentSink {
-    /// The next bytes of the file, in order.
-    fn append(&mut self, pieces: &[IoSlice<'_>]) -> Result<()>;
+    /// The next bytes of the file, in order; `start` is the file's length so far.
+    fn append(&mut self, start: u64, pieces: &[IoSlice<'_>]) -> Result<()>;
 
     /// The blocks whose bytes `append` has just taken, numbered in file order from `first`.
     /// Dropped unless the sink keeps them.
@@ -40,7 +40,6 @@ pub(crate) struct FileSink<'a> {
     path: PathBuf,
     mode: u32,
     file: Option<File>,
-    len: u64,
     seed: Option<(&'a BlockCache, u64)>,
     /// Microseconds spent in `create_new_file` and `append_nowait`.
     pub(crate) file_us: u64,
@@ -50,7 +49,6 @@ impl std::fmt::Debug for FileSink<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileSink")
             .field("path", &self.path)
-            .field("len", &self.len)
             .finish_non_exhaustive()
     }
 }
@@ -67,7 +65,6 @@ impl<'a> FileSink<'a> {
             path: path.to_path_buf(),
             mode,
             file: None,
-            len: 0,
             seed,
             file_us: 0,
         }
@@ -75,7 +72,7 @@ impl<'a> FileSink<'a> {
 }
 
 impl SegmentSink for FileSink<'_> {
-    fn append(&mut self, pieces: &[IoSlice<'_>]) -> Result<()> {
+    fn append(&mut self, start: u64, pieces: &[IoSlice<'_>]) -> Result<()> {
         let started = Instant::now();
         let file = match &mut self.file {
             Some(file) => file,
@@ -86,9 +83,8 @@ impl SegmentSink for FileSink<'_> {
             ),
         };
         self.fs
-            .append_nowait(file, self.len, pieces)
+            .append_nowait(file, start, pieces)
             .map_err(|e| Error::io("write", &self.path, e))?;
-        self.len += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
         self.file_us += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         Ok(())
     }
@@ -114,8 +110,9 @@ pub(crate) struct MemorySink {
 
 #[cfg(test)]
 impl SegmentSink for MemorySink {
-    fn append(&mut self, pieces: &[IoSlice<'_>]) -> Result<()> {
+    fn append(&mut self, start: u64, pieces: &[IoSlice<'_>]) -> Result<()> {
         let before = self.bytes.len();
+        assert_eq!(start, before as u64, "appends start where the file ends");
         for p in pieces {
             self.bytes.extend_from_slice(p);
         }
@@ -250,7 +247,8 @@ impl<S: SegmentSink> SegmentBuilder<S> {
             trailers = rest;
         }
         pieces.push(IoSlice::new(tail));
-        self.sink.append(&pieces)?;
+        let start = self.written - self.pending_bytes as u64;
+        self.sink.append(start, &pieces)?;
         let blocks = std::mem::take(&mut self.pending);
         let first = self.blocks_written;
         self.blocks_written += blocks.len();
