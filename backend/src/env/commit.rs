@@ -185,14 +185,14 @@ impl Env {
                 // Nothing was written: no file exists (the sequence number stays unused).
                 continue;
             }
-            let (len, sink, filter) = builder.finish()?;
+            let (len, sink) = builder.finish()?;
             draft.info.file_us += sink.file_us;
             draft.info.build_us += elapsed_us(build_started).saturating_sub(sink.file_us);
             written.push(path.clone());
             draft.info.segments_written += 1;
             draft.info.bytes_written += len;
             let seg = Segment::open(path, seq, len, entries, self.cache.clone())?;
-            table.segments.insert(0, Arc::new(seg.with_filter(filter)));
+            table.segments.insert(0, Arc::new(seg));
         }
         let write_back_started = Instant::now();
         for path in &written {

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
-use crate::segment::{self, CacheUse, FileSink, KeyFilter, Segment, SegmentBuilder, SegmentSink};
+use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
 use crate::sys;
 
 use super::compaction;
@@ -46,7 +46,6 @@ pub(super) struct Merged {
     /// 0 when nothing survived (only tombstones): no file was written.
     entries: u64,
     file_len: u64,
-    filter: KeyFilter,
 }
 
 impl Env {
@@ -148,7 +147,7 @@ impl Env {
                 merged.entries,
                 self.cache.clone(),
             )?;
-            replacement.push(Arc::new(seg.with_filter(merged.filter)));
+            replacement.push(Arc::new(seg));
         }
         retired.extend(segments.splice(at..at + job.inputs.len(), replacement));
         info.merges_installed += 1;
@@ -192,18 +191,13 @@ fn run_merge(
         return Ok(Merged {
             entries,
             file_len: 0,
-            filter: KeyFilter::from_hashes(&[]),
         });
     }
-    let (file_len, _, filter) = builder.finish()?;
+    let (file_len, _) = builder.finish()?;
     fs.write_back(path)
         .map_err(|e| Error::io("write back", path, e))?;
     fail_point("merge::after_write");
-    Ok(Merged {
-        entries,
-        file_len,
-        filter,
-    })
+    Ok(Merged { entries, file_len })
 }
 
 /// Merge the memtable (newest) with `inputs` (newest first) into `builder`, reading the

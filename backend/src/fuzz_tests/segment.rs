@@ -10,7 +10,7 @@ fn segment_seed(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> Seed {
     for (k, v) in entries {
         builder.add(k, v.as_deref()).expect("add");
     }
-    let (_, file, _) = builder.finish().expect("finish");
+    let (_, file) = builder.finish().expect("finish");
     let bytes = file.bytes;
     let fields = segment_fields(&bytes);
     Seed { bytes, fields }

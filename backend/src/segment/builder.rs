@@ -145,8 +145,6 @@ pub(crate) struct SegmentBuilder<S> {
     pending_bytes: usize,
     index: Vec<(u64, u32, Box<[u8]>)>,
     entries: u64,
-    /// Every key's hash, for the segment's key filter.
-    hashes: Vec<u64>,
 }
 
 impl<S: SegmentSink> SegmentBuilder<S> {
@@ -163,7 +161,6 @@ impl<S: SegmentSink> SegmentBuilder<S> {
             pending_bytes: 0,
             index: Vec::new(),
             entries: 0,
-            hashes: Vec::new(),
         }
     }
 
@@ -195,7 +192,6 @@ impl<S: SegmentSink> SegmentBuilder<S> {
             self.block.extend_from_slice(v);
         }
         self.entries += 1;
-        self.hashes.push(key_hash(key));
         if self.block.len() >= BLOCK_TARGET_BYTES {
             self.finish_block();
             if self.pending_bytes >= RUN_BYTES {
@@ -263,8 +259,8 @@ impl<S: SegmentSink> SegmentBuilder<S> {
     }
 
     /// Write the rest of the file (the last blocks, the index and the footer); returns its
-    /// length, the sink and the filter of the keys written.
-    pub(crate) fn finish(mut self) -> Result<(u64, S, KeyFilter)> {
+    /// length and the sink.
+    pub(crate) fn finish(mut self) -> Result<(u64, S)> {
         self.finish_block();
         let index_offset = self.written;
         let mut index = Vec::new();
@@ -288,8 +284,7 @@ impl<S: SegmentSink> SegmentBuilder<S> {
         let mut tail = index;
         tail.extend_from_slice(&footer);
         self.write_pending(&tail)?;
-        let filter = KeyFilter::from_hashes(&self.hashes);
-        Ok((index_offset + tail.len() as u64, self.sink, filter))
+        Ok((index_offset + tail.len() as u64, self.sink))
     }
 }
 

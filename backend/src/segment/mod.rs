@@ -84,14 +84,12 @@ pub(crate) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
 
 mod block;
 mod builder;
-mod filter;
 mod iter;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use block::{key_prefix, Block};
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};
-pub(crate) use filter::{key_hash, KeyFilter};
 pub(crate) use iter::{Entry, SegmentIter};
 
 /// How a read of a segment's blocks uses the block cache.
@@ -136,8 +134,6 @@ pub(crate) struct Segment {
     /// cache. Readers in other threads share the segment, so the hint has its own mutex; a
     /// lookup holds it only for the search inside the hinted block and the value's copy.
     last_block: Mutex<Option<BlockHint>>,
-    /// The keys' filter, for segments this process wrote (`None` for those found at open).
-    filter: Option<KeyFilter>,
 }
 
 /// Where the last point lookup in a segment ended.
@@ -289,7 +285,6 @@ impl Segment {
             blocks,
             cache,
             last_block: Mutex::new(None),
-            filter: None,
         };
         if let Some(first) = seg.blocks.first() {
             seg.min_key = first.first_key.clone();
@@ -297,12 +292,6 @@ impl Segment {
             seg.max_key = last.key(last.len().saturating_sub(1)).into();
         }
         Ok(seg)
-    }
-
-    /// The segment with the filter its builder made of its keys.
-    pub(crate) fn with_filter(mut self, filter: KeyFilter) -> Segment {
-        self.filter = Some(filter);
-        self
     }
 
     /// Load block `i` (from the cache, or from disk into the cache).
@@ -378,13 +367,6 @@ impl Segment {
                     return Ok(found.ok().map(|i| f(h.data.value(i))));
                 }
             }
-        }
-        if self
-            .filter
-            .as_ref()
-            .is_some_and(|f| !f.may_contain(key_hash(key)))
-        {
-            return Ok(None);
         }
         let Some(bi) = self.block_for(key) else {
             return Ok(None);
