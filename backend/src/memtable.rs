@@ -36,7 +36,7 @@ pub(crate) struct Memtable {
     /// Strictly ascending: the keys that were, when first written, above every key written
     /// before them.
     run: Vec<(MemKey, Value)>,
-    /// Every other key; none of them is in `run`.
+    /// Every other key; none of them is in `run`, and all are below its last key.
     tree: BTreeMap<MemKey, Value>,
     /// The values' bytes, appended.
     chunks: Vec<Vec<u8>>,
@@ -149,11 +149,10 @@ impl Memtable {
         let key = MemKey::from(key);
         let above_run = self.run.last().is_none_or(|(last, _)| key > *last);
         if above_run {
-            if self.tree.is_empty() || !self.tree.contains_key(&*key) {
-                self.run.push((key, value));
-            } else {
-                self.tree.insert(key, value);
-            }
+            // A key goes to the tree only while it is below the run's last key, which never
+            // falls: a key above that is in neither, and there is no tree to search.
+            debug_assert!(self.tree.last_key_value().is_none_or(|(k, _)| *k < key));
+            self.run.push((key, value));
             return;
         }
         match self.run_position(&key) {
