@@ -161,12 +161,7 @@ impl Env {
             }
             .unwrap_or(table.segments.len());
             let lens = compaction::file_lens(&table.segments);
-            let merge = compaction::commit_merge_count(
-                self.compaction,
-                compaction::memtable_bytes(mem),
-                &lens,
-                free,
-            );
+            let merge = compaction::commit_merge_count(self.compaction, mem.bytes(), &lens, free);
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
             let build_started = Instant::now();

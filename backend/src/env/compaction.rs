@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use crate::memtable::Memtable;
 use crate::segment::Segment;
 
 use super::Compaction;
@@ -24,13 +23,6 @@ const MERGE_RATIO: u64 = 2;
 /// The file lengths of `segments`, in their order (newest first).
 pub(super) fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
     segments.iter().map(|s| s.file_len).collect()
-}
-
-/// The bytes a memtable's entries take in a segment, give or take.
-pub(super) fn memtable_bytes(mem: &Memtable) -> u64 {
-    mem.iter()
-        .map(|(k, v)| (k.len() + v.map_or(0, <[u8]>::len) + 6) as u64)
-        .sum()
 }
 
 /// How many of a table's newest segments (file lengths `lens`, newest first) a commit merges
