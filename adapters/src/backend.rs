@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::fmt::Debug;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::config::BackendConfig;
 use crate::error::Error;
@@ -65,6 +66,44 @@ pub trait Environment: Sized + Send + Sync + Debug + 'static {
 
     /// Whether a commit that returned `Ok` survives power loss with this configuration.
     fn durable(&self) -> bool;
+
+    /// Where this environment's commits have spent their time so far, for a backend that can
+    /// tell (butter_db); `None` otherwise. Totals since open: a caller takes the difference
+    /// over the span it measures.
+    fn commit_split(&self) -> Option<CommitSplit> {
+        None
+    }
+}
+
+/// The parts of a backend's commits, summed over every commit since the environment was
+/// opened (see [`Environment::commit_split`]). Whatever a commit spends outside them (the
+/// manifest, deleting old generations, closing retired files) is its total minus their sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitSplit {
+    /// Commits that returned `Ok` (one with nothing to write costs nothing).
+    pub commits: u64,
+    /// Merging each changed table's writes with its newest segments into new segments.
+    pub build: Duration,
+    /// Copying the new segments into their files (the page cache), starting their write-back.
+    pub file: Duration,
+    /// Waiting for that write-back to reach the device.
+    pub write_back: Duration,
+    /// The read-only snapshot that commits (flushes and commits the btrfs transaction).
+    pub snapshot: Duration,
+}
+
+impl CommitSplit {
+    /// `self - earlier`, part by part (saturating).
+    #[must_use]
+    pub fn since(&self, earlier: &CommitSplit) -> CommitSplit {
+        CommitSplit {
+            commits: self.commits.saturating_sub(earlier.commits),
+            build: self.build.saturating_sub(earlier.build),
+            file: self.file.saturating_sub(earlier.file),
+            write_back: self.write_back.saturating_sub(earlier.write_back),
+            snapshot: self.snapshot.saturating_sub(earlier.snapshot),
+        }
+    }
 }
 
 /// A read-write transaction. Dropping it without `commit` aborts it.

@@ -6,8 +6,11 @@
 //! `max_db_size_mbs` is ignored: the store grows with the filesystem.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::backend;
+use parking_lot::Mutex;
+
+use crate::backend::{self, CommitSplit};
 use crate::config::BackendConfig;
 use crate::error::Error;
 use crate::tables::OpenDatabases;
@@ -16,6 +19,8 @@ use crate::tables::OpenDatabases;
 #[derive(Debug)]
 pub struct Environment {
     env: butter_db::Env,
+    /// Every commit's `CommitInfo`, summed (for [`backend::Environment::commit_split`]).
+    commits: Mutex<CommitSplit>,
 }
 
 /// A table handle.
@@ -26,6 +31,7 @@ pub struct Database(butter_db::TableHandle);
 #[derive(Debug)]
 pub struct RwTransaction<'env> {
     txn: butter_db::WriteTxn<'env>,
+    commits: &'env Mutex<CommitSplit>,
 }
 
 /// A cursor on one table of a write transaction.
@@ -57,7 +63,10 @@ impl backend::Environment for Environment {
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
         let env = butter_db::Env::builder(&config.path).open()?;
-        Ok(Environment { env })
+        Ok(Environment {
+            env,
+            commits: Mutex::default(),
+        })
     }
 
     fn create_databases(&self) -> Result<OpenDatabases<Database>, Error> {
@@ -70,6 +79,7 @@ impl backend::Environment for Environment {
     fn begin_rw_txn(&self) -> Result<RwTransaction<'_>, Error> {
         Ok(RwTransaction {
             txn: self.env.begin_write()?,
+            commits: &self.commits,
         })
     }
 
@@ -79,6 +89,10 @@ impl backend::Environment for Environment {
 
     fn durable(&self) -> bool {
         true
+    }
+
+    fn commit_split(&self) -> Option<CommitSplit> {
+        Some(*self.commits.lock())
     }
 }
 
@@ -108,7 +122,14 @@ impl<'env> backend::RwTransaction for RwTransaction<'env> {
     }
 
     fn commit(self) -> Result<(), Error> {
-        self.txn.commit()?;
+        let info = self.txn.commit()?;
+        let us = Duration::from_micros;
+        let mut c = self.commits.lock();
+        c.commits += 1;
+        c.build += us(info.build_us);
+        c.file += us(info.file_us);
+        c.write_back += us(info.write_back_us);
+        c.snapshot += us(info.snapshot_us);
         Ok(())
     }
 }

@@ -731,6 +731,46 @@ pub fn durable_with_immediate_durability<E: Environment>(fresh: FreshDir<'_>) {
     );
 }
 
+/// A backend that reports where its commits spend their time counts each commit once, and
+/// the parts fit inside the commit's wall time. butter_db (alone or timed) must report it; the
+/// others report nothing.
+pub fn commit_split_counts_each_commit<E: Environment>(fresh: FreshDir<'_>) {
+    let store = Store::<E>::new(fresh);
+    let before = store.env().commit_split();
+    assert_eq!(
+        before.is_some(),
+        E::NAME == "butter",
+        "{}: commit_split is reported by butter_db alone",
+        E::NAME
+    );
+    let Some(before) = before else {
+        return;
+    };
+    let db = store.dbs().attesters_db;
+    let mut txn = store.txn();
+    for k in 0..1000u64 {
+        put(&mut txn, db, &be(k), &patterned(1, &be(k), 100));
+    }
+    let started = std::time::Instant::now();
+    commit(txn);
+    let wall = started.elapsed();
+    let split = store
+        .env()
+        .commit_split()
+        .expect("reported once, reported always")
+        .since(&before);
+    assert_eq!(split.commits, 1, "{split:?}");
+    assert!(
+        split.snapshot > std::time::Duration::ZERO,
+        "a commit that wrote takes its snapshot: {split:?}"
+    );
+    let parts = split.build + split.file + split.write_back + split.snapshot;
+    assert!(
+        parts <= wall,
+        "parts {parts:?} exceed the commit's {wall:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cursors
 // ---------------------------------------------------------------------------------------------
@@ -2088,6 +2128,7 @@ macro_rules! conformance_tests {
                 lighthouse_open_sequence,
                 filenames_exist,
                 durable_with_immediate_durability,
+                commit_split_counts_each_commit,
                 next_key_walks_in_order_then_none,
                 next_key_is_exclusive_of_current,
                 fresh_cursor_is_unpositioned,

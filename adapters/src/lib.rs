@@ -63,7 +63,7 @@ pub mod redb;
 #[cfg(feature = "test-utils")]
 pub mod conformance;
 
-pub use backend::{Cursor, Environment, Key, RwTransaction, Value};
+pub use backend::{CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
 pub use config::{BackendConfig, DatabaseBackend, Durability};
 pub use error::Error;
 pub use tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};

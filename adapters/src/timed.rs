@@ -100,6 +100,10 @@ impl<E: Environment> Environment for Timed<E> {
     fn durable(&self) -> bool {
         self.inner.durable()
     }
+
+    fn commit_split(&self) -> Option<crate::backend::CommitSplit> {
+        self.inner.commit_split()
+    }
 }
 
 impl<'env, T: RwTransaction> RwTransaction for TimedTxn<'env, T> {
