@@ -187,6 +187,21 @@ fn replay_end_to_end() {
                 commit <= wall,
                 "{name} batch {i}: commit {commit} > wall {wall}"
             );
+            // butter_db reports where its commits went; the others do not.
+            let parts = b.get("commit_parts");
+            if name.starts_with("butter") {
+                let parts = parts.unwrap_or_else(|| panic!("{name} batch {i}: no commit_parts"));
+                let sum: f64 = ["build_ms", "file_ms", "write_back_ms", "snapshot_ms"]
+                    .iter()
+                    .map(|f| field(parts, f).as_f64().expect("ms"))
+                    .sum();
+                assert!(
+                    field(parts, "snapshot_ms").as_f64() > Some(0.0) && sum <= commit + 0.01,
+                    "{name} batch {i}: {parts} against commit {commit}"
+                );
+            } else {
+                assert!(parts.is_none(), "{name} batch {i}: {parts:?}");
+            }
         }
         let digests: Vec<&Value> = batches
             .iter()
@@ -227,6 +242,11 @@ fn replay_end_to_end() {
     assert!(
         md.contains("| lmdb@btrfs |") || !expected.contains(&"lmdb"),
         "{md}"
+    );
+    assert_eq!(
+        md.contains("Where the commits went"),
+        expected.contains(&"butter"),
+        "the commit split table is there exactly when butter_db ran: {md}"
     );
 
     // `report` merges two reports into one, keeping every row.

@@ -71,6 +71,17 @@ pub(super) fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
+/// A batch's commit split in milliseconds.
+fn commit_parts(split: &CommitSplit) -> CommitParts {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    CommitParts {
+        build_ms: ms(split.build),
+        file_ms: ms(split.file),
+        write_back_ms: ms(split.write_back),
+        snapshot_ms: ms(split.snapshot),
+    }
+}
+
 /// Replay the fixture on backend `E` in this process. `E` is wrapped in `Timed` so that each
 /// batch records the time spent inside storage calls (`storage_ms`).
 pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendResult> {
@@ -150,6 +161,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         }
 
         let storage_before = slasher.environment().storage_time();
+        let split_before = slasher.environment().commit_split();
         let t = Instant::now();
         let stats = slasher
             .process_queued(batch.current_epoch)
@@ -163,6 +175,11 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
         let storage_ms =
             (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
+        let commit_parts = slasher
+            .environment()
+            .commit_split()
+            .zip(split_before)
+            .map(|(after, before)| commit_parts(&after.since(&before)));
 
         let size = files_size(&slasher.environment().filenames());
         let io_end = ProcIo::read()?;
@@ -198,6 +215,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
             attester_slashings: attester.len(),
             proposer_slashings: proposer.len(),
             slashings_digest: digest,
+            commit_parts,
         });
         (headers, attestations, enqueue_ms, queued) = (0, 0, 0.0, 0);
         let done = batches.len() as u64;

@@ -38,8 +38,8 @@ use crate::measure::{
     fs_used_bytes, peak_rss_bytes, ProcIo, Summary,
 };
 use crate::report::{
-    self, BackendResult, BatchRecord, ExpectedCheck, Failure, FixtureInfo, Report, Run, Sample,
-    SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord,
+    self, BackendResult, BatchRecord, CommitParts, ExpectedCheck, Failure, FixtureInfo, Report,
+    Run, Sample, SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord,
 };
 use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -49,7 +49,9 @@ use slasher_adapters::slasher::{
     AttesterSlashing, Config, IndexedAttestation, ProposerSlashing, Slasher,
 };
 use slasher_adapters::timed::Timed;
-use slasher_adapters::{with_backend, BackendVisitor, DatabaseBackend, Durability, Environment};
+use slasher_adapters::{
+    with_backend, BackendVisitor, CommitSplit, DatabaseBackend, Durability, Environment,
+};
 use ssz::Encode;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::unix::process::CommandExt as _;

@@ -280,6 +280,25 @@ pub struct BatchRecord {
     pub proposer_slashings: usize,
     /// SHA-256 of the sorted SSZ encodings of this batch's slashings; `None` if there were none.
     pub slashings_digest: Option<String>,
+    /// Where the batch's commits spent their time, for a backend that reports it (butter_db);
+    /// `None` for the others, for client rows and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_parts: Option<CommitParts>,
+}
+
+/// The parts of a batch's commits (`slasher_adapters::CommitSplit` over the batch), in ms.
+/// The rest of `commit_ms` is what the commits spent outside them (the manifest, deleting old
+/// generations, closing retired files).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommitParts {
+    /// Merging the changed tables' writes into new segments.
+    pub build_ms: f64,
+    /// Copying the new segments into their files and starting their write-back.
+    pub file_ms: f64,
+    /// Waiting for that write-back.
+    pub write_back_ms: f64,
+    /// The snapshot that commits.
+    pub snapshot_ms: f64,
 }
 
 /// The state of a database and its filesystem after a batch (`replay --sample-every`).

@@ -34,14 +34,15 @@ pub fn render_csv(report: &Report) -> String {
     let mut s = String::from(
         "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
          wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
-         attester_slashings,proposer_slashings,storage_ms\n",
+         attester_slashings,proposer_slashings,storage_ms,commit_build_ms,commit_file_ms,\
+         commit_write_back_ms,commit_snapshot_ms\n",
     );
     for (run_index, run) in report.runs.iter().enumerate() {
         for r in &run.backends {
             for b in &r.batches {
                 let _ = writeln!(
                     s,
-                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3}",
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{}",
                     csv_field(&r.name),
                     csv_field(&r.backend),
                     csv_field(&r.filesystem),
@@ -61,7 +62,14 @@ pub fn render_csv(report: &Report) -> String {
                     b.tiles_written,
                     b.attester_slashings,
                     b.proposer_slashings,
-                    b.storage_ms
+                    b.storage_ms,
+                    b.commit_parts.map_or_else(
+                        || ",,,".to_string(),
+                        |p| format!(
+                            "{:.3},{:.3},{:.3},{:.3}",
+                            p.build_ms, p.file_ms, p.write_back_ms, p.snapshot_ms
+                        )
+                    ),
                 );
             }
         }
@@ -211,6 +219,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         }
         s.push('\n');
         render_phases(&mut s, &group);
+        render_commit_parts(&mut s, &group);
         render_client_pairs(&mut s, &group);
         render_soak(&mut s, &group);
         let expected: Vec<String> = group
@@ -384,6 +393,109 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
                     ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms))
                 ),
                 unless_client(r, ratio(t.storage_total_s, b.map(|b| b.storage_total_s))),
+            );
+        }
+    }
+    s.push('\n');
+}
+
+/// A row's commits in one phase: their total and, summed, the parts the backend reported.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseCommits {
+    /// Batches in the phase.
+    pub batches: usize,
+    /// Both commits of every batch, seconds.
+    pub commit_s: f64,
+    /// The parts, summed over the phase (milliseconds, as in [`CommitParts`]).
+    pub parts: CommitParts,
+}
+
+impl PhaseCommits {
+    /// What the commits spent outside the reported parts, seconds.
+    pub fn rest_s(&self) -> f64 {
+        let p = &self.parts;
+        self.commit_s - (p.build_ms + p.file_ms + p.write_back_ms + p.snapshot_ms) / 1000.0
+    }
+}
+
+/// A row's commits in `phase`, if every batch there has its commit split (butter_db rows).
+pub fn phase_commits(row: &BackendResult, phase: Phase) -> Option<PhaseCommits> {
+    let in_phase = phase_batches(row, phase);
+    if in_phase.is_empty() {
+        return None;
+    }
+    let mut parts = CommitParts::default();
+    let mut commit_ms = 0.0;
+    for b in &in_phase {
+        let p = b.commit_parts?;
+        parts.build_ms += p.build_ms;
+        parts.file_ms += p.file_ms;
+        parts.write_back_ms += p.write_back_ms;
+        parts.snapshot_ms += p.snapshot_ms;
+        commit_ms += b.commit_ms;
+    }
+    Some(PhaseCommits {
+        batches: in_phase.len(),
+        commit_s: commit_ms / 1000.0,
+        parts,
+    })
+}
+
+/// Where the commits of the rows that report it went, by phase, beside the commits of the
+/// row's LMDB baseline.
+pub(super) fn render_commit_parts(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let rows: Vec<(usize, &BackendResult)> = group
+        .iter()
+        .filter(|(_, r)| Phase::ALL.iter().any(|&p| phase_commits(r, p).is_some()))
+        .copied()
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str(
+        "Where the commits went, for the backends that report it (seconds summed over the \
+         phase, share of the commits' total in brackets; *build*: merging the writes into new \
+         segments; *file*: copying them into their files and starting the write-back; \
+         *write-back*: waiting for it; *snapshot*: the read-only snapshot that commits; *rest*: \
+         the manifest, deleting old generations, closing retired files):\n\n",
+    );
+    s.push_str(
+        "| run | backend | phase | batches | commits s | build | file | write-back | snapshot | \
+         rest | LMDB commits s |\n",
+    );
+    s.push_str("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (run_index, r) in rows {
+        let base = baseline(r, group);
+        for phase in Phase::ALL {
+            let Some(c) = phase_commits(r, phase) else {
+                continue;
+            };
+            let part = |secs: f64| {
+                if c.commit_s > 0.0 {
+                    format!("{secs:.2} ({:.0} %)", 100.0 * secs / c.commit_s)
+                } else {
+                    format!("{secs:.2}")
+                }
+            };
+            let lmdb = base
+                .map(|b| phase_batches(b, phase))
+                .filter(|b| !b.is_empty())
+                .map_or("–".to_string(), |b| {
+                    format!("{:.2}", b.iter().map(|b| b.commit_ms).sum::<f64>() / 1000.0)
+                });
+            let p = &c.parts;
+            let _ = writeln!(
+                s,
+                "| {run_index} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {lmdb} |",
+                r.name,
+                phase.name(),
+                c.batches,
+                c.commit_s,
+                part(p.build_ms / 1000.0),
+                part(p.file_ms / 1000.0),
+                part(p.write_back_ms / 1000.0),
+                part(p.snapshot_ms / 1000.0),
+                part(c.rest_s()),
             );
         }
     }

@@ -1,6 +1,9 @@
 //! Unit tests of the report: gate, phases, soak trend, rendering.
 
-use super::render::{baseline, ratio, render_client_pairs, render_phases};
+use super::render::{
+    baseline, phase_commits, ratio, render_client_pairs, render_commit_parts, render_csv,
+    render_phases,
+};
 use super::*;
 
 fn row(name: &str, backend: &str, fs: &str, digests: &[Option<&str>]) -> BackendResult {
@@ -134,6 +137,74 @@ fn phase_table_compares_storage_with_lmdb_in_the_same_phase() {
     let mut s = String::new();
     render_phases(&mut s, &[(0, &old)]);
     assert!(s.is_empty());
+}
+
+#[test]
+fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
+    let mut lmdb = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 80.0), (2, 50.0, 40.0)]);
+    lmdb.batches[0].commit_ms = 30.0;
+    lmdb.batches[1].commit_ms = 20.0;
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 90.0, 40.0), (1, 80.0, 30.0), (2, 30.0, 10.0)],
+    );
+    let parts = |build_ms, snapshot_ms| CommitParts {
+        build_ms,
+        file_ms: 1.0,
+        write_back_ms: 0.5,
+        snapshot_ms,
+    };
+    for (b, (commit, p)) in butter.batches.iter_mut().zip([
+        (20.0, parts(10.0, 4.0)),
+        (30.0, parts(15.0, 6.0)),
+        (8.0, parts(2.0, 3.0)),
+    ]) {
+        b.commit_ms = commit;
+        b.commit_parts = Some(p);
+    }
+    let cold = phase_commits(&butter, Phase::ColdEpoch).expect("cold commits");
+    assert_eq!(cold.batches, 2);
+    assert!((cold.commit_s - 0.050).abs() < 1e-12, "{cold:?}");
+    let want = CommitParts {
+        build_ms: 25.0,
+        file_ms: 2.0,
+        write_back_ms: 1.0,
+        snapshot_ms: 10.0,
+    };
+    assert_eq!(cold.parts, want);
+    // 50 ms of commits, 25 + 2 + 1 + 10 = 38 of them in the parts.
+    assert!((cold.rest_s() - 0.012).abs() < 1e-12, "{cold:?}");
+    // LMDB reports no parts, and a phase without batches has nothing.
+    assert!(phase_commits(&lmdb, Phase::ColdEpoch).is_none());
+    assert!(phase_commits(&butter, Phase::Steady).is_none());
+
+    let mut s = String::new();
+    render_commit_parts(&mut s, &[(0, &lmdb), (1, &butter)]);
+    let line = s
+        .lines()
+        .find(|l| l.contains("butter@btrfs") && l.contains("cold"))
+        .expect("butter's cold line");
+    assert!(line.contains("| 0.05 | 0.03 (50 %) |"), "{line}");
+    assert!(line.ends_with("| 0.01 (24 %) | 0.03 |"), "{line}");
+    assert!(!s.contains("| lmdb@ext4 |"), "{s}");
+
+    // The CSV carries the parts, and leaves them empty where there are none.
+    let report = Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: String::new(),
+        runs: vec![run_with(1_000, vec![lmdb, butter])],
+    };
+    let csv = render_csv(&report);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0]
+        .ends_with(",commit_build_ms,commit_file_ms,commit_write_back_ms,commit_snapshot_ms"));
+    assert!(lines[1].ends_with(",,,,"), "{}", lines[1]);
+    assert!(
+        lines[3].ends_with(",10.000,1.000,0.500,4.000"),
+        "{}",
+        lines[3]
+    );
 }
 
 #[test]
