@@ -195,7 +195,7 @@ impl<'env> WriteTxn<'env> {
             return Err(Error::ValueTooLong(value.len()));
         }
         if let Some(m) = self.memtables.get_mut(i) {
-            m.insert(key, Some(value));
+            m.insert(key, Some(value), &mut self.writer.spare_chunks);
         }
         Ok(())
     }
@@ -209,7 +209,7 @@ impl<'env> WriteTxn<'env> {
         let needs_tombstone = !self.view(i).segments.is_empty();
         if let Some(m) = self.memtables.get_mut(i) {
             if needs_tombstone {
-                m.insert(key, None);
+                m.insert(key, None, &mut self.writer.spare_chunks);
             } else {
                 m.remove(key);
             }
@@ -257,6 +257,19 @@ impl<'env> WriteTxn<'env> {
 
     /// Discard every write (the same as dropping the transaction).
     pub fn abort(self) {}
+}
+
+impl Drop for WriteTxn<'_> {
+    /// Committed or not, the transaction's value chunks stay with the writer for the next one
+    /// (`WriterState::spare_chunks`); spares it did not use are freed, so what is kept is what
+    /// the latest transaction needed.
+    fn drop(&mut self) {
+        let mut kept = Vec::new();
+        for m in &mut self.memtables {
+            m.recycle_chunks(&mut kept);
+        }
+        self.writer.spare_chunks = kept;
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -188,6 +188,9 @@ pub(crate) struct WriterState {
     next_seq: u64,
     /// The background merge running or finished but not yet swapped in.
     merge: Option<MergeJob>,
+    /// The last write transaction's memtable value chunks, emptied, for the next one
+    /// (`Memtable::recycle_chunks`).
+    pub(crate) spare_chunks: Vec<Vec<u8>>,
 }
 
 /// An open database.

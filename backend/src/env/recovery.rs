@@ -187,6 +187,7 @@ impl Env {
                 deferred_snapshot: None,
                 next_seq: manifest.next_seq,
                 merge: None,
+                spare_chunks: Vec::new(),
             }),
             current: RwLock::new(Arc::new(version)),
             pins: Mutex::new(BTreeMap::new()),
