@@ -93,13 +93,12 @@ impl Memtable {
             .last()
             .is_some_and(|c| c.capacity() - c.len() >= bytes.len());
         if !fits {
-            let chunk = match spare.pop() {
-                Some(c) if bytes.len() <= CHUNK => c,
-                other => {
-                    spare.extend(other);
-                    Vec::with_capacity(CHUNK.max(bytes.len()))
-                }
-            };
+            let chunk = if bytes.len() <= CHUNK {
+                spare.pop()
+            } else {
+                None
+            }
+            .unwrap_or_else(|| Vec::with_capacity(CHUNK.max(bytes.len())));
             self.chunks.push(chunk);
         }
         let chunk = self.chunks.len().saturating_sub(1);
@@ -171,8 +170,8 @@ impl Memtable {
     /// while it has one (see [`Memtable::recycle_chunks`]).
     pub(crate) fn insert(&mut self, key: &[u8], value: Option<&[u8]>, spare: &mut Vec<Vec<u8>>) {
         let value = self.store(value, spare);
-        self.bytes += entry_bytes(key.len(), value);
         let key_len = key.len();
+        self.bytes += entry_bytes(key_len, value);
         let key = MemKey::from(key);
         let above_run = self.run.last().is_none_or(|(last, _)| key > *last);
         if above_run {
