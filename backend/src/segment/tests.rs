@@ -24,11 +24,16 @@ fn write_and_open_with(
     seq: u64,
     cache: Arc<BlockCache>,
 ) -> Result<Segment> {
-    let dir = std::env::temp_dir().join(format!("butter-seg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.seg", rand::random::<u64>()));
+    let path = std::env::temp_dir().join(format!(
+        "butter-seg-{}-{}.seg",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     std::fs::write(&path, bytes).unwrap();
-    Segment::open(path, seq, bytes.len() as u64, entries, cache)
+    let segment = Segment::open(path.clone(), seq, bytes.len() as u64, entries, cache);
+    // The open segment reads through its own descriptor; the name is no longer needed.
+    std::fs::remove_file(&path).unwrap();
+    segment
 }
 
 fn sample() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
@@ -363,5 +368,4 @@ fn merge_reads_use_the_cache_as_told() {
     assert_eq!(cached(&cache), blocks.len(), "Bypass removed blocks");
     walk(CacheUse::Take);
     assert_eq!(cached(&cache), 0, "Take left blocks");
-    std::fs::remove_file(&seg.path).unwrap();
 }
