@@ -278,6 +278,13 @@ print_summary() {
         function trim(s) { gsub(/^ +| +$/, "", s); return s }
         function col(name) { return (name in at) ? trim($(at[name])) : "?" }
         /^## Fixture/ { sub(/^## /, ""); print "    " $0 }
+        /^\| run \| backend \| phase \| clock ns / {
+            delete at
+            for (i = 2; i < NF; i++) at[trim($i)] = i
+            table = 4
+            print "    storage without the clock's own cost (net):"
+            next
+        }
         /^\| run \| backend \| (filesystem|phase) / {
             delete at
             for (i = 2; i < NF; i++) at[trim($i)] = i
@@ -312,6 +319,13 @@ print_summary() {
                 col("backend"), col("phase"), col("median"), col("median ×LMDB"), col("total s"),
                 col("total ×LMDB"), col("storage median"), col("storage median ×LMDB"),
                 col("storage total s"), col("storage total ×LMDB"), col("storage share")
+            next
+        }
+        table == 4 && /^\|/ {
+            printf "      %-24s %-10s net storage median %8s (%-6s) total %7s s (%-6s) | clock %s ns a call, %s of storage\n",
+                col("backend"), col("phase"), col("net median"), col("net median ×LMDB"),
+                col("net total s"), col("net total ×LMDB"), col("clock ns"),
+                col("clock share of storage")
             next
         }
         { table = 0 }

@@ -127,6 +127,7 @@ fn replay_end_to_end() {
     let expected: Vec<&str> = compiled.iter().map(|b| b.name()).collect();
     assert_eq!(names, expected, "one row per compiled backend, in order");
 
+    let mut calls: Option<(String, Vec<u64>)> = None;
     let mut slashings = Vec::new();
     for row in rows {
         for f in [
@@ -201,6 +202,24 @@ fn replay_end_to_end() {
                 );
             } else {
                 assert!(parts.is_none(), "{name} batch {i}: {parts:?}");
+            }
+            // Every batch begins and commits at least one transaction.
+            assert!(
+                field(b, "storage_calls").as_u64() >= Some(2),
+                "{name} batch {i}: {b}"
+            );
+        }
+        let clock_ns = field(row, "clock_ns").as_f64().expect("clock_ns");
+        assert!(clock_ns > 0.0 && clock_ns < 1_000.0, "{name}: {clock_ns}");
+        // The port makes the same storage calls whatever the backend.
+        let row_calls: Vec<u64> = batches
+            .iter()
+            .map(|b| field(b, "storage_calls").as_u64().expect("calls"))
+            .collect();
+        match &calls {
+            None => calls = Some((name.to_string(), row_calls)),
+            Some((first, first_calls)) => {
+                assert_eq!(&row_calls, first_calls, "{name} and {first}: storage calls");
             }
         }
         let digests: Vec<&Value> = batches

@@ -161,6 +161,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         }
 
         let storage_before = slasher.environment().storage_time();
+        let calls_before = slasher.environment().storage_calls();
         let split_before = slasher.environment().commit_split();
         let t = Instant::now();
         let stats = slasher
@@ -175,6 +176,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
         let storage_ms =
             (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
+        let storage_calls = slasher.environment().storage_calls() - calls_before;
         let commit_parts = slasher
             .environment()
             .commit_split()
@@ -204,6 +206,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
             process_ms,
             prune_ms,
             storage_ms,
+            storage_calls,
             commit_ms: ms(stats.timings.commit_us + prune.commit_us),
             process_commit_ms: ms(stats.timings.commit_us),
             prune_commit_ms: ms(prune.commit_us),
@@ -232,6 +235,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
     }
     let elapsed_s = loop_start.elapsed().as_secs_f64();
     bar.finish();
+    let clock_ns = slasher_adapters::timed::clock_cost_ns();
 
     let size = files_size(&slasher.environment().filenames());
     let io = ProcIo::read()?.since(&io_before);
@@ -283,6 +287,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         samples,
         interrupted,
         client: None,
+        clock_ns: Some(clock_ns),
     })
 }
 

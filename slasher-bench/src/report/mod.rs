@@ -232,6 +232,11 @@ pub struct BackendResult {
     /// measures batch times, slashings, peak RSS and the final database size only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// What the storage clock adds to `storage_ms` per call, in ns
+    /// (`slasher_adapters::timed::clock_cost_ns`, measured after the row's last batch); `None`
+    /// for client rows and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_ns: Option<f64>,
 }
 
 /// One batch of one backend.
@@ -258,6 +263,9 @@ pub struct BatchRecord {
     /// reports written before it was measured.
     #[serde(default)]
     pub storage_ms: f64,
+    /// Storage calls timed into `storage_ms`. 0 for client rows and in older reports.
+    #[serde(default)]
+    pub storage_calls: u64,
     /// Both commits (from `BatchStats` and `PruneStats`).
     pub commit_ms: f64,
     /// The `process_queued` commit.

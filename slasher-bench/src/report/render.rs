@@ -35,14 +35,14 @@ pub fn render_csv(report: &Report) -> String {
         "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
          wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
          attester_slashings,proposer_slashings,storage_ms,commit_build_ms,commit_file_ms,\
-         commit_write_back_ms,commit_snapshot_ms\n",
+         commit_write_back_ms,commit_snapshot_ms,storage_calls\n",
     );
     for (run_index, run) in report.runs.iter().enumerate() {
         for r in &run.backends {
             for b in &r.batches {
                 let _ = writeln!(
                     s,
-                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{}",
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{},{}",
                     csv_field(&r.name),
                     csv_field(&r.backend),
                     csv_field(&r.filesystem),
@@ -70,6 +70,7 @@ pub fn render_csv(report: &Report) -> String {
                             p.build_ms, p.file_ms, p.write_back_ms, p.snapshot_ms
                         )
                     ),
+                    b.storage_calls,
                 );
             }
         }
@@ -219,6 +220,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         }
         s.push('\n');
         render_phases(&mut s, &group);
+        render_clock(&mut s, &group);
         render_commit_parts(&mut s, &group);
         render_client_pairs(&mut s, &group);
         render_soak(&mut s, &group);
@@ -393,6 +395,89 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
                     ratio(t.storage_median_ms, b.map(|b| b.storage_median_ms))
                 ),
                 unless_client(r, ratio(t.storage_total_s, b.map(|b| b.storage_total_s))),
+            );
+        }
+    }
+    s.push('\n');
+}
+
+/// A row's storage time in one phase without the clock's own cost (see
+/// `slasher_adapters::timed`): `None` if the row has no batch in the phase or no measured clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseClock {
+    /// Median storage calls per batch.
+    pub calls_median: f64,
+    /// The clock's cost summed over the phase (calls × the row's `clock_ns`), s.
+    pub clock_total_s: f64,
+    /// Median over the batches of `storage_ms` minus the clock's cost, ms.
+    pub net_median_ms: f64,
+    /// Sum of the same, s.
+    pub net_total_s: f64,
+}
+
+/// See [`PhaseClock`].
+pub fn phase_clock(row: &BackendResult, phase: Phase) -> Option<PhaseClock> {
+    let clock_ns = row.clock_ns?;
+    let in_phase = phase_batches(row, phase);
+    if in_phase.is_empty() {
+        return None;
+    }
+    let calls: Vec<f64> = in_phase.iter().map(|b| b.storage_calls as f64).collect();
+    let clock_ms: Vec<f64> = calls.iter().map(|c| c * clock_ns / 1e6).collect();
+    let net: Vec<f64> = in_phase
+        .iter()
+        .zip(&clock_ms)
+        .map(|(b, c)| b.storage_ms - c)
+        .collect();
+    let (calls, net) = (Summary::of(&calls), Summary::of(&net));
+    Some(PhaseClock {
+        calls_median: calls.median,
+        clock_total_s: clock_ms.iter().sum::<f64>() / 1000.0,
+        net_median_ms: net.median,
+        net_total_s: net.sum / 1000.0,
+    })
+}
+
+/// The clock's own share of the storage time, and the storage ratios without it.
+pub(super) fn render_clock(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let rows: Vec<_> = group.iter().filter(|(_, r)| r.clock_ns.is_some()).collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str(
+        "The storage clock's own cost (each storage call reads the clock twice, and part of that \
+         lands in the time it measures: *clock ns* per call, measured after the row's last \
+         batch; *net*: storage time minus calls × clock ns):\n\n",
+    );
+    s.push_str(
+        "| run | backend | phase | clock ns | calls per batch (median) | clock s | clock share of \
+         storage | net median | net total s | net median ×LMDB | net total ×LMDB |\n",
+    );
+    s.push_str("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (run_index, r) in rows {
+        let base = baseline(r, group);
+        for phase in Phase::ALL {
+            let (Some(c), Some(t)) = (phase_clock(r, phase), phase_times(r, phase)) else {
+                continue;
+            };
+            let b = base.and_then(|b| phase_clock(b, phase));
+            let share = if t.storage_total_s > 0.0 {
+                format!("{:.0} %", 100.0 * c.clock_total_s / t.storage_total_s)
+            } else {
+                "–".into()
+            };
+            let _ = writeln!(
+                s,
+                "| {run_index} | {} | {} | {:.1} | {:.0} | {:.2} | {share} | {:.1} | {:.2} | {} | {} |",
+                r.name,
+                phase.name(),
+                r.clock_ns.unwrap_or_default(),
+                c.calls_median,
+                c.clock_total_s,
+                c.net_median_ms,
+                c.net_total_s,
+                ratio(c.net_median_ms, b.map(|b| b.net_median_ms)),
+                ratio(c.net_total_s, b.map(|b| b.net_total_s)),
             );
         }
     }

@@ -1,8 +1,8 @@
 //! Unit tests of the report: gate, phases, soak trend, rendering.
 
 use super::render::{
-    baseline, phase_commits, ratio, render_client_pairs, render_commit_parts, render_csv,
-    render_phases,
+    baseline, phase_clock, phase_commits, ratio, render_client_pairs, render_clock,
+    render_commit_parts, render_csv, render_phases,
 };
 use super::*;
 
@@ -197,14 +197,63 @@ fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
     };
     let csv = render_csv(&report);
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0]
-        .ends_with(",commit_build_ms,commit_file_ms,commit_write_back_ms,commit_snapshot_ms"));
-    assert!(lines[1].ends_with(",,,,"), "{}", lines[1]);
+    assert!(lines[0].ends_with(
+        ",commit_build_ms,commit_file_ms,commit_write_back_ms,commit_snapshot_ms,storage_calls"
+    ));
+    assert!(lines[1].ends_with(",,,,,0"), "{}", lines[1]);
     assert!(
-        lines[3].ends_with(",10.000,1.000,0.500,4.000"),
+        lines[3].ends_with(",10.000,1.000,0.500,4.000,0"),
         "{}",
         lines[3]
     );
+}
+
+#[test]
+fn the_clock_is_taken_out_of_storage_time_per_phase() {
+    // (epoch, wall, storage) and calls per batch; LMDB's calls cost the same clock.
+    let mut lmdb = timed_row(
+        "lmdb@ext4",
+        "lmdb",
+        &[(1, 100.0, 80.0), (1, 100.0, 60.0), (1, 100.0, 100.0)],
+    );
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 90.0, 40.0), (1, 90.0, 30.0), (1, 90.0, 50.0)],
+    );
+    for row in [&mut lmdb, &mut butter] {
+        row.clock_ns = Some(20.0);
+        for (b, c) in row.batches.iter_mut().zip([1_000_000, 500_000, 1_000_000]) {
+            b.storage_calls = c;
+        }
+    }
+    // 1M calls × 20 ns = 20 ms, 0.5M = 10 ms: butter's net 20, 20, 30 ms.
+    let c = phase_clock(&butter, Phase::ColdEpoch).expect("cold");
+    assert_eq!(c.calls_median, 1_000_000.0);
+    assert!((c.clock_total_s - 0.050).abs() < 1e-12, "{c:?}");
+    assert!((c.net_median_ms - 20.0).abs() < 1e-9, "{c:?}");
+    assert!((c.net_total_s - 0.070).abs() < 1e-12, "{c:?}");
+    assert!(phase_clock(&butter, Phase::Steady).is_none());
+    let mut client = butter.clone();
+    client.clock_ns = None;
+    assert!(phase_clock(&client, Phase::ColdEpoch).is_none());
+
+    let mut s = String::new();
+    render_clock(&mut s, &[(0, &lmdb), (0, &butter)]);
+    let line = s
+        .lines()
+        .find(|l| l.contains("butter@btrfs"))
+        .expect("butter's line");
+    // Net medians 20 against LMDB's 60 (0.33×), totals 0.07 against 0.19 s (0.37×); the
+    // clock is 50 of butter's 120 ms (42 %).
+    assert!(
+        line.ends_with("| 20.0 | 1000000 | 0.05 | 42 % | 20.0 | 0.07 | 0.33× | 0.37× |"),
+        "{line}"
+    );
+    // Nothing to say without a measured clock.
+    let mut s = String::new();
+    render_clock(&mut s, &[(0, &client)]);
+    assert!(s.is_empty(), "{s}");
 }
 
 #[test]
