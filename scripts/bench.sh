@@ -282,16 +282,17 @@ print_summary() {
             delete at
             for (i = 2; i < NF; i++) at[trim($i)] = i
             table = 4
-            print "    storage without the clock's own cost (net):"
+            print "    storage net of the clock (calls × clock ns taken out):"
             next
         }
-        /^\| run \| backend \| (filesystem|phase) / {
+        /^\| run \| backend \| (filesystem|phase \| batches \| median) / {
             delete at
             for (i = 2; i < NF; i++) at[trim($i)] = i
             table = ("phase" in at) ? 2 : 1
             if (table == 2) print "    by phase (storage: time inside the backend calls):"
             next
         }
+        /^\| run \|/ { table = 0; next }
         table && /^\|---/ { next }
         table == 1 && /^\|/ {
             printf "    %-24s first %9s  median %8s  p99 %9s  total %7s s | vs LMDB: median %-6s total %-6s | DB %s MiB | peak RSS %s MiB\n",

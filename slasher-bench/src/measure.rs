@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The calling process's `/proc/self/io` counters.
 ///
@@ -79,6 +80,46 @@ impl ProcIo {
                 .saturating_sub(earlier.cancelled_write_bytes),
         }
     }
+}
+
+/// CPU time used so far by the whole process (every thread) and by the calling thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// `CLOCK_PROCESS_CPUTIME_ID`: user and system time of every thread of the process.
+    pub process: Duration,
+    /// `CLOCK_THREAD_CPUTIME_ID`: user and system time of the calling thread.
+    pub thread: Duration,
+}
+
+impl CpuTimes {
+    /// Now: the process's clock, then the thread's.
+    pub fn now() -> CpuTimes {
+        let process = cpu_clock(rustix::time::ClockId::ProcessCPUTime);
+        CpuTimes {
+            process,
+            thread: cpu_clock(rustix::time::ClockId::ThreadCPUTime),
+        }
+    }
+
+    /// The CPU time used since `self` (taken with [`CpuTimes::now`]). The clocks are read in
+    /// the opposite order, so that the thread's interval lies inside the process's and the
+    /// process's figure is never below the thread's.
+    pub fn until_now(&self) -> CpuTimes {
+        let thread = cpu_clock(rustix::time::ClockId::ThreadCPUTime);
+        let process = cpu_clock(rustix::time::ClockId::ProcessCPUTime);
+        CpuTimes {
+            process: process.saturating_sub(self.process),
+            thread: thread.saturating_sub(self.thread),
+        }
+    }
+}
+
+fn cpu_clock(id: rustix::time::ClockId) -> Duration {
+    let t = rustix::time::clock_gettime(id);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// The calling process's peak resident set size in bytes (`VmHWM` of `/proc/self/status`), or
@@ -281,6 +322,27 @@ mod tests {
             parse_btrfs_metadata_used("Data,single: Size:1, Used:1\n"),
             None
         );
+    }
+
+    #[test]
+    fn a_helper_threads_cpu_counts_for_the_process_not_the_caller() {
+        let before = CpuTimes::now();
+        let spin = |d: Duration| {
+            let start = CpuTimes::now();
+            while start.until_now().thread < d {}
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| spin(Duration::from_millis(60)));
+        });
+        spin(Duration::from_millis(20));
+        let used = before.until_now();
+        assert!(used.thread >= Duration::from_millis(20), "{used:?}");
+        // The helper's 60 ms are the process's, not this thread's.
+        assert!(
+            used.process >= used.thread + Duration::from_millis(60),
+            "{used:?}"
+        );
+        assert!(used.thread < Duration::from_millis(60), "{used:?}");
     }
 
     #[test]

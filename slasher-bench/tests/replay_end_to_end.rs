@@ -203,11 +203,15 @@ fn replay_end_to_end() {
             } else {
                 assert!(parts.is_none(), "{name} batch {i}: {parts:?}");
             }
-            // Every batch begins and commits at least one transaction.
+            // Every batch begins and commits at least one transaction, on the CPU of the
+            // replay's thread, which is part of the process's.
             assert!(
                 field(b, "storage_calls").as_u64() >= Some(2),
                 "{name} batch {i}: {b}"
             );
+            let cpu = field(b, "cpu_ms").as_f64().expect("cpu");
+            let thread = field(b, "thread_cpu_ms").as_f64().expect("thread cpu");
+            assert!(thread > 0.0 && cpu >= thread, "{name} batch {i}: {b}");
         }
         let clock_ns = field(row, "clock_ns").as_f64().expect("clock_ns");
         assert!(clock_ns > 0.0 && clock_ns < 1_000.0, "{name}: {clock_ns}");

@@ -162,6 +162,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
 
         let storage_before = slasher.environment().storage_time();
         let calls_before = slasher.environment().storage_calls();
+        let cpu_before = CpuTimes::now();
         let split_before = slasher.environment().commit_split();
         let t = Instant::now();
         let stats = slasher
@@ -174,6 +175,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
             .with_context(|| format!("{name}: prune_database of batch {}", batch.index))?;
         let prune_ms = t_prune.elapsed().as_secs_f64() * 1000.0;
         let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let cpu = cpu_before.until_now();
         let storage_ms =
             (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
         let storage_calls = slasher.environment().storage_calls() - calls_before;
@@ -207,6 +209,8 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
             prune_ms,
             storage_ms,
             storage_calls,
+            cpu_ms: cpu.process.as_secs_f64() * 1000.0,
+            thread_cpu_ms: cpu.thread.as_secs_f64() * 1000.0,
             commit_ms: ms(stats.timings.commit_us + prune.commit_us),
             process_commit_ms: ms(stats.timings.commit_us),
             prune_commit_ms: ms(prune.commit_us),

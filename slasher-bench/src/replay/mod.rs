@@ -35,7 +35,7 @@ use crate::fixture::{ExpectedSlashing, FixtureReader, Manifest};
 use crate::interrupt::Interrupt;
 use crate::measure::{
     btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
-    fs_used_bytes, peak_rss_bytes, ProcIo, Summary,
+    fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
 };
 use crate::report::{
     self, BackendResult, BatchRecord, CommitParts, ExpectedCheck, Failure, FixtureInfo, Report,

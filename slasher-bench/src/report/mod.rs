@@ -266,6 +266,15 @@ pub struct BatchRecord {
     /// Storage calls timed into `storage_ms`. 0 for client rows and in older reports.
     #[serde(default)]
     pub storage_calls: u64,
+    /// CPU time of the whole process during `wall_ms` (every thread: the replay's and the
+    /// backend's own, such as butter_db's background merges). 0 for client rows and in older
+    /// reports.
+    #[serde(default)]
+    pub cpu_ms: f64,
+    /// CPU time of the replay's thread (the slasher and the storage calls it makes) during
+    /// `wall_ms`; `cpu_ms` minus this is the backend's other threads.
+    #[serde(default)]
+    pub thread_cpu_ms: f64,
     /// Both commits (from `BatchStats` and `PruneStats`).
     pub commit_ms: f64,
     /// The `process_queued` commit.

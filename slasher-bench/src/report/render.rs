@@ -35,14 +35,14 @@ pub fn render_csv(report: &Report) -> String {
         "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
          wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
          attester_slashings,proposer_slashings,storage_ms,commit_build_ms,commit_file_ms,\
-         commit_write_back_ms,commit_snapshot_ms,storage_calls\n",
+         commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms\n",
     );
     for (run_index, run) in report.runs.iter().enumerate() {
         for r in &run.backends {
             for b in &r.batches {
                 let _ = writeln!(
                     s,
-                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{},{}",
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.3}",
                     csv_field(&r.name),
                     csv_field(&r.backend),
                     csv_field(&r.filesystem),
@@ -71,6 +71,8 @@ pub fn render_csv(report: &Report) -> String {
                         )
                     ),
                     b.storage_calls,
+                    b.cpu_ms,
+                    b.thread_cpu_ms,
                 );
             }
         }
@@ -221,6 +223,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         s.push('\n');
         render_phases(&mut s, &group);
         render_clock(&mut s, &group);
+        render_cpu(&mut s, &group);
         render_commit_parts(&mut s, &group);
         render_client_pairs(&mut s, &group);
         render_soak(&mut s, &group);
@@ -478,6 +481,47 @@ pub(super) fn render_clock(s: &mut String, group: &[(usize, &BackendResult)]) {
                 c.net_total_s,
                 ratio(c.net_median_ms, b.map(|b| b.net_median_ms)),
                 ratio(c.net_total_s, b.map(|b| b.net_total_s)),
+            );
+        }
+    }
+    s.push('\n');
+}
+
+/// Where a row's batch time went by CPU, per phase: the replay's thread, the backend's other
+/// threads (butter_db's background merges), and off the CPU (waiting for I/O, or the core
+/// running something else: kernel threads such as btrfs's workers).
+pub(super) fn render_cpu(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let measured = |r: &BackendResult| r.batches.iter().any(|b| b.cpu_ms > 0.0);
+    if !group.iter().any(|(_, r)| measured(r)) {
+        return;
+    }
+    s.push_str(
+        "Batch time by CPU (seconds summed over the phase; *replay thread*: the slasher and the \
+         storage calls it makes; *other threads*: the backend's own, such as butter_db's \
+         background merges; *off CPU*: wall minus the process's CPU, that is waiting for I/O or \
+         the core running something else, with each row pinned to one core):\n\n",
+    );
+    s.push_str(
+        "| run | backend | phase | wall s | replay thread CPU s | other threads CPU s | off CPU s \
+         |\n",
+    );
+    s.push_str("|---:|---|---|---:|---:|---:|---:|\n");
+    for (run_index, r) in group.iter().filter(|(_, r)| measured(r)) {
+        for phase in Phase::ALL {
+            let in_phase = phase_batches(r, phase);
+            if in_phase.is_empty() {
+                continue;
+            }
+            let sum = |f: fn(&BatchRecord) -> f64| in_phase.iter().map(|b| f(b)).sum::<f64>() / 1e3;
+            let wall = sum(|b| b.wall_ms);
+            let thread = sum(|b| b.thread_cpu_ms);
+            let others = sum(|b| b.cpu_ms - b.thread_cpu_ms);
+            let off = sum(|b| (b.wall_ms - b.cpu_ms).max(0.0));
+            let _ = writeln!(
+                s,
+                "| {run_index} | {} | {} | {wall:.2} | {thread:.2} | {others:.2} | {off:.2} |",
+                r.name,
+                phase.name(),
             );
         }
     }

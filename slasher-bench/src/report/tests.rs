@@ -2,7 +2,7 @@
 
 use super::render::{
     baseline, phase_clock, phase_commits, ratio, render_client_pairs, render_clock,
-    render_commit_parts, render_csv, render_phases,
+    render_commit_parts, render_cpu, render_csv, render_phases,
 };
 use super::*;
 
@@ -197,12 +197,11 @@ fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
     };
     let csv = render_csv(&report);
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0].ends_with(
-        ",commit_build_ms,commit_file_ms,commit_write_back_ms,commit_snapshot_ms,storage_calls"
-    ));
-    assert!(lines[1].ends_with(",,,,,0"), "{}", lines[1]);
+    assert!(lines[0]
+        .ends_with(",commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms"));
+    assert!(lines[1].ends_with(",,,,,0,0.000,0.000"), "{}", lines[1]);
     assert!(
-        lines[3].ends_with(",10.000,1.000,0.500,4.000,0"),
+        lines[3].ends_with(",10.000,1.000,0.500,4.000,0,0.000,0.000"),
         "{}",
         lines[3]
     );
@@ -253,6 +252,42 @@ fn the_clock_is_taken_out_of_storage_time_per_phase() {
     // Nothing to say without a measured clock.
     let mut s = String::new();
     render_clock(&mut s, &[(0, &client)]);
+    assert!(s.is_empty(), "{s}");
+}
+
+#[test]
+fn batch_time_is_split_by_cpu_per_phase() {
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 100.0, 40.0), (1, 300.0, 60.0), (2, 50.0, 10.0)],
+    );
+    // (process CPU, replay thread CPU): the second batch ran a 30 ms background merge and
+    // waited 20 ms; the first used more CPU than it took (rounding), which is not off CPU.
+    for (b, (cpu, thread)) in
+        butter
+            .batches
+            .iter_mut()
+            .zip([(100.5, 100.5), (280.0, 250.0), (50.0, 50.0)])
+    {
+        (b.cpu_ms, b.thread_cpu_ms) = (cpu, thread);
+    }
+    let lmdb = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 40.0)]);
+    let mut s = String::new();
+    render_cpu(&mut s, &[(0, &lmdb), (0, &butter)]);
+    let cold = s
+        .lines()
+        .find(|l| l.contains("butter@btrfs") && l.contains("cold"))
+        .expect("cold line");
+    assert!(cold.ends_with("| 0.40 | 0.35 | 0.03 | 0.02 |"), "{cold}");
+    assert!(
+        s.contains("| butter@btrfs | next epoch | 0.05 | 0.05 | 0.00 | 0.00 |"),
+        "{s}"
+    );
+    // A row without CPU figures (LMDB here, a client row, an older report) gets no line.
+    assert!(!s.contains("lmdb@ext4"), "{s}");
+    let mut s = String::new();
+    render_cpu(&mut s, &[(0, &lmdb)]);
     assert!(s.is_empty(), "{s}");
 }
 
