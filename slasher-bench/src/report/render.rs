@@ -405,7 +405,7 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
 }
 
 /// A row's storage time in one phase without the clock's own cost (see
-/// `slasher_adapters::timed`): `None` if the row has no batch in the phase or no measured clock.
+/// `slasher_adapters::timed`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PhaseClock {
     /// Median storage calls per batch.
@@ -418,7 +418,8 @@ pub struct PhaseClock {
     pub net_total_s: f64,
 }
 
-/// See [`PhaseClock`].
+/// See [`PhaseClock`]; `None` if the row has no batch in `phase` or no measured clock (client
+/// rows, older reports).
 pub fn phase_clock(row: &BackendResult, phase: Phase) -> Option<PhaseClock> {
     let clock_ns = row.clock_ns?;
     let in_phase = phase_batches(row, phase);
