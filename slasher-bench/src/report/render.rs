@@ -112,6 +112,15 @@ pub(super) fn ratio(value: f64, base: Option<f64>) -> String {
     }
 }
 
+/// `part` as a whole percentage of `whole`; "–" if `whole` is not positive.
+fn percent(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.0} %", 100.0 * part / whole)
+    } else {
+        "–".into()
+    }
+}
+
 pub(super) fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -374,11 +383,7 @@ pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
                 continue;
             };
             let b = base.and_then(|b| phase_times(b, phase));
-            let share = if t.total_s > 0.0 {
-                format!("{:.0} %", 100.0 * t.storage_total_s / t.total_s)
-            } else {
-                "–".into()
-            };
+            let share = percent(t.storage_total_s, t.total_s);
             let _ = writeln!(
                 s,
                 "| {run_index} | {} | {} | {} | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | \
@@ -465,11 +470,7 @@ pub(super) fn render_clock(s: &mut String, group: &[(usize, &BackendResult)]) {
                 continue;
             };
             let b = base.and_then(|b| phase_clock(b, phase));
-            let share = if t.storage_total_s > 0.0 {
-                format!("{:.0} %", 100.0 * c.clock_total_s / t.storage_total_s)
-            } else {
-                "–".into()
-            };
+            let share = percent(c.clock_total_s, t.storage_total_s);
             let _ = writeln!(
                 s,
                 "| {run_index} | {} | {} | {:.1} | {:.0} | {:.2} | {share} | {:.1} | {:.2} | {} | {} |",
