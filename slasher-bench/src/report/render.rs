@@ -706,18 +706,59 @@ pub(super) fn render_client_pairs(s: &mut String, group: &[(usize, &BackendResul
     s.push('\n');
 }
 
+/// How one per-batch time moved over a soak.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Aging {
+    /// Median of the last 10 % of warm batches over that of the first 10 %: above 1 is a
+    /// slowdown over the run.
+    pub trend: f64,
+    /// Median over the warm batches (after the cold and the next epoch), ms.
+    pub warm_median_ms: f64,
+    /// Largest after the first epoch (the epoch after the cold start included), ms.
+    pub largest_ms: f64,
+}
+
+impl Aging {
+    /// `time` of each batch of `row`; `None` without warm batches.
+    fn of(row: &BackendResult, time: impl Fn(&BatchRecord) -> f64) -> Option<Aging> {
+        let warm: Vec<f64> = phase_batches(row, Phase::Steady)
+            .into_iter()
+            .map(&time)
+            .collect();
+        if warm.is_empty() {
+            return None;
+        }
+        let largest_ms = phase_batches(row, Phase::NextEpoch)
+            .into_iter()
+            .map(&time)
+            .chain(warm.iter().copied())
+            .fold(0.0, f64::max);
+        let tenth = (warm.len() / 10).max(1);
+        let head = Summary::of(&warm[..tenth]).median;
+        let tail = Summary::of(&warm[warm.len() - tenth..]).median;
+        Some(Aging {
+            trend: if head > 0.0 { tail / head } else { f64::NAN },
+            warm_median_ms: Summary::of(&warm).median,
+            largest_ms,
+        })
+    }
+
+    /// The largest over the warm median: the issue's stall bound is 2.
+    pub fn stall(&self) -> f64 {
+        self.largest_ms / self.warm_median_ms
+    }
+}
+
 /// How a long run aged: the figures the soak is judged by.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SoakTrend {
     /// Batches in the steady phase (after the cold and the next epoch).
     pub warm_batches: usize,
-    /// Median batch time of the last 10 % of warm batches over that of the first 10 %: above 1
-    /// is a slowdown over the run.
-    pub trend: f64,
-    /// Median warm batch, ms.
-    pub warm_median_ms: f64,
-    /// Slowest batch after the first epoch (the epoch after the cold start included), ms.
-    pub largest_stall_ms: f64,
+    /// The batches' wall time: the slasher's work and the storage engine's.
+    pub wall: Aging,
+    /// The time inside the backend's calls alone, the part the engine controls; `None` for
+    /// rows that do not time them (client rows).
+    pub storage: Option<Aging>,
     /// Apparent database size after the last sample.
     pub end_db_bytes: u64,
     /// Filesystem growth after the last sample, if measured.
@@ -731,27 +772,12 @@ pub struct SoakTrend {
 /// The soak figures of a row; `None` without samples or without warm batches.
 pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
     let last_sample = row.samples.last()?;
-    let warm: Vec<f64> = phase_batches(row, Phase::Steady)
-        .iter()
-        .map(|b| b.wall_ms)
-        .collect();
-    if warm.is_empty() {
-        return None;
-    }
-    let largest_stall_ms = phase_batches(row, Phase::NextEpoch)
-        .iter()
-        .map(|b| b.wall_ms)
-        .chain(warm.iter().copied())
-        .fold(0.0, f64::max);
-    let tenth = (warm.len() / 10).max(1);
-    let head = Summary::of(&warm[..tenth]).median;
-    let tail = Summary::of(&warm[warm.len() - tenth..]).median;
-    let all = Summary::of(&warm);
+    let wall = Aging::of(row, |b| b.wall_ms)?;
+    let timed = row.batches.iter().any(|b| b.storage_ms > 0.0);
     Some(SoakTrend {
-        warm_batches: warm.len(),
-        trend: if head > 0.0 { tail / head } else { f64::NAN },
-        warm_median_ms: all.median,
-        largest_stall_ms,
+        warm_batches: phase_batches(row, Phase::Steady).len(),
+        wall,
+        storage: timed.then(|| Aging::of(row, |b| b.storage_ms)).flatten(),
         end_db_bytes: last_sample.db_bytes,
         end_fs_growth_bytes: last_sample.fs_growth_bytes,
         max_snapshots: row.samples.iter().map(|s| s.snapshots).max().unwrap_or(0),
@@ -760,7 +786,7 @@ pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
 }
 
 /// The soak table (rows with samples only).
-fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
+pub(super) fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
     let rows: Vec<(usize, &BackendResult, SoakTrend)> = group
         .iter()
         .filter_map(|(i, r)| soak_trend(r).map(|t| (*i, *r, t)))
@@ -772,15 +798,17 @@ fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
         "Soak (`--sample-every`): *trend* is the median batch of the last 10 % of warm batches \
          (after the first two epochs) over that of the first 10 %; *stall* is the slowest batch \
          after the first epoch (the epoch after the cold start included) over the warm median; \
-         sizes and extents after the last batch; *fs growth* is what the database's filesystem \
-         gained since the backend opened (snapshots and not-yet-reclaimed space included; exact \
-         only if nothing else writes there).\n\n",
+         the *storage* columns are the same figures for the time inside the backend's calls \
+         alone, without the slasher's own work; sizes and extents after the last batch; *fs \
+         growth* is what the database's filesystem gained since the backend opened (snapshots \
+         and not-yet-reclaimed space included; exact only if nothing else writes there).\n\n",
     );
     s.push_str(
         "| run | backend | warm batches | warm median | trend | largest stall | stall ÷ median | \
+         storage warm median | storage trend | storage stall ÷ median | \
          DB MiB | fs growth MiB | fs growth ÷ DB | max snapshots | extents |\n",
     );
-    s.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (i, r, t) in rows {
         let fs_ratio = t
             .end_fs_growth_bytes
@@ -792,15 +820,27 @@ fn render_soak(s: &mut String, group: &[(usize, &BackendResult)]) {
         let growth = t
             .end_fs_growth_bytes
             .map_or_else(|| "n/m".into(), |g| format!("{:.1}", g as f64 / 1048576.0));
+        let storage = t.storage.map_or_else(
+            || "n/m | n/m | n/m".into(),
+            |a| {
+                format!(
+                    "{:.1} | {:.2} | {:.2}",
+                    a.warm_median_ms,
+                    a.trend,
+                    a.stall()
+                )
+            },
+        );
         let _ = writeln!(
             s,
-            "| {i} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {} | {} | {fs_ratio} | {} | {} |",
+            "| {i} | {} | {} | {:.1} | {:.2} | {:.1} | {:.2} | {storage} | {} | {} | {fs_ratio} | \
+             {} | {} |",
             r.name,
             t.warm_batches,
-            t.warm_median_ms,
-            t.trend,
-            t.largest_stall_ms,
-            t.largest_stall_ms / t.warm_median_ms,
+            t.wall.warm_median_ms,
+            t.wall.trend,
+            t.wall.largest_ms,
+            t.wall.stall(),
             mib(t.end_db_bytes),
             growth,
             t.max_snapshots,

@@ -2,7 +2,7 @@
 
 use super::render::{
     baseline, phase_clock, phase_commits, ratio, render_client_pairs, render_clock,
-    render_commit_parts, render_cpu, render_csv, render_phases,
+    render_commit_parts, render_cpu, render_csv, render_phases, render_soak,
 };
 use super::*;
 
@@ -82,7 +82,9 @@ fn phases_split_by_epoch_after_the_first_batch() {
 fn soak_trend_compares_the_last_warm_tenth_with_the_first() {
     // Epochs 0 and 1 are not warm; 20 warm batches: the first two at 10 ms, the last two
     // at 25 ms and 35 ms. The stall counts epoch 1 (300 ms), not the cold epoch 0 (500 ms).
-    let mut batches = vec![(0, 500.0, 0.0), (1, 300.0, 0.0)];
+    // Storage is a tenth of each batch, except in epoch 1 (a third) and the last batch
+    // (unchanged at 2 ms): its own trend and stall differ from the wall's.
+    let mut batches = vec![(0, 500.0, 50.0), (1, 300.0, 100.0)];
     batches.extend((0..20).map(|i| {
         let wall = match i {
             0 | 1 => 10.0,
@@ -90,7 +92,8 @@ fn soak_trend_compares_the_last_warm_tenth_with_the_first() {
             19 => 35.0,
             _ => 20.0,
         };
-        (2 + i / 4, wall, 0.0)
+        let storage = if i == 19 { 2.0 } else { wall / 10.0 };
+        (2 + i / 4, wall, storage)
     }));
     let mut r = timed_row("butter@btrfs", "butter", &batches);
     assert!(soak_trend(&r).is_none(), "no samples, no soak figures");
@@ -110,13 +113,32 @@ fn soak_trend_compares_the_last_warm_tenth_with_the_first() {
     ];
     let t = soak_trend(&r).expect("figures");
     assert_eq!(t.warm_batches, 20);
-    assert!((t.trend - 2.5).abs() < 1e-9, "trend {}", t.trend);
-    assert_eq!(t.largest_stall_ms, 300.0);
-    assert_eq!(t.warm_median_ms, 20.0);
+    assert!((t.wall.trend - 2.5).abs() < 1e-9, "trend {}", t.wall.trend);
+    assert_eq!(t.wall.largest_ms, 300.0);
+    assert_eq!(t.wall.warm_median_ms, 20.0);
+    assert_eq!(t.wall.stall(), 15.0);
+    let storage = t.storage.expect("storage is timed");
+    // Last tenth: 2.5 and 2.0 ms, median 2.0 (the lower middle); first tenth 1.0 ms.
+    assert!(
+        (storage.trend - 2.0).abs() < 1e-9,
+        "trend {}",
+        storage.trend
+    );
+    assert_eq!((storage.warm_median_ms, storage.largest_ms), (2.0, 100.0));
     assert_eq!(
         (t.end_db_bytes, t.max_snapshots, t.end_extents),
         (4096, 3, Some(7))
     );
+    // A row without timed calls (a client row) has no storage figures, and says so.
+    for b in &mut r.batches {
+        b.storage_ms = 0.0;
+    }
+    let t = soak_trend(&r).expect("figures");
+    assert_eq!(t.storage, None);
+    let mut s = String::new();
+    render_soak(&mut s, &[(0, &r)]);
+    let line = s.lines().find(|l| l.contains("butter@btrfs")).expect("row");
+    assert!(line.contains("| 15.00 | n/m | n/m | n/m |"), "{line}");
 }
 
 #[test]
