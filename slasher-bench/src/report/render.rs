@@ -357,13 +357,15 @@ pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
     })
 }
 
+/// Whether the row timed its storage calls (client rows and older reports did not).
+fn times_storage(row: &BackendResult) -> bool {
+    row.batches.iter().any(|b| b.storage_ms > 0.0)
+}
+
 /// The per-phase table: end-to-end and storage time, medians and totals, with ratios to the
 /// row's LMDB baseline in the same phase.
 pub(super) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
-    if group
-        .iter()
-        .all(|(_, r)| r.batches.iter().all(|b| b.storage_ms == 0.0))
-    {
+    if !group.iter().any(|(_, r)| times_storage(r)) {
         return;
     }
     s.push_str(
@@ -773,11 +775,12 @@ pub struct SoakTrend {
 pub fn soak_trend(row: &BackendResult) -> Option<SoakTrend> {
     let last_sample = row.samples.last()?;
     let wall = Aging::of(row, |b| b.wall_ms)?;
-    let timed = row.batches.iter().any(|b| b.storage_ms > 0.0);
     Some(SoakTrend {
         warm_batches: phase_batches(row, Phase::Steady).len(),
         wall,
-        storage: timed.then(|| Aging::of(row, |b| b.storage_ms)).flatten(),
+        storage: times_storage(row)
+            .then(|| Aging::of(row, |b| b.storage_ms))
+            .flatten(),
         end_db_bytes: last_sample.db_bytes,
         end_fs_growth_bytes: last_sample.fs_growth_bytes,
         max_snapshots: row.samples.iter().map(|s| s.snapshots).max().unwrap_or(0),
