@@ -21,7 +21,8 @@
 #   and bench.sh's variables (BENCH_IMAGE_SIZE, BENCH_TMPDIR, BENCH_EXT4_DIR, BENCH_BTRFS_DIR,
 #   BENCH_REPLAY_ARGS for further settings such as --tile-codec).
 # Time on 2 cores at the defaults: about 9 s a batch per row at 1.1M validators (docs/benchmarks.md
-# §6), so about 2.7 h per pair of rows and 5.5 h in all.
+# §6), so about 2.7 h per pair of rows and 5.5 h in all; with BENCH_REPLAY_ARGS="--tile-codec fast"
+# a pair took 2 h (§6.3).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
