@@ -19,6 +19,14 @@ const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
 const COMMIT_MERGE_BUDGET: u64 = 4;
 /// A run of newer segments is merged into an older one once it is at least 1/RATIO its size.
 const MERGE_RATIO: u64 = 2;
+/// A table whose newer segments hold at least 1/SPACE_RATIO of its oldest segment's bytes is
+/// merged whole in the background, which drops what the newer segments delete or overwrite in
+/// the oldest. The tiered rule alone lets a table whose live
+/// data no longer grows carry up to 1/MERGE_RATIO of it in dead bytes (design.md §3.1).
+const SPACE_RATIO: u64 = 4;
+/// The space rule leaves tables alone whose newer segments hold less than this: rewriting a
+/// small table's oldest segment after every commit that touches it frees next to nothing.
+const SPACE_MIN_BYTES: u64 = 4 << 20;
 
 /// The file lengths of `segments`, in their order (newest first).
 pub(super) fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
@@ -48,11 +56,17 @@ pub(super) fn commit_merge_count(
     }
 }
 
-/// The background merge due next, as (table index, number of newest segments to merge): in
-/// the table with the most segments among those where the tiered rule, started from the
-/// newest segment, merges at least two. `tables` holds each table's file lengths, newest
-/// first.
+/// The background merge due next, as (table index, number of newest segments to merge): the
+/// whole of a table due by the space rule, the one whose newer segments are the largest share
+/// of its oldest; otherwise the run in the table with the most segments among those where the
+/// tiered rule, started from the newest segment, merges at least two. `tables` holds each
+/// table's file lengths, newest first.
 pub(super) fn next_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
+    space_merge(tables).or_else(|| tiered_background_merge(tables))
+}
+
+/// The tiered part of [`next_background_merge`].
+fn tiered_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
     // (table index, segments to merge, the table's segment count)
     let mut best: Option<(usize, usize, usize)> = None;
     for (i, lens) in tables.iter().enumerate() {
@@ -65,6 +79,29 @@ pub(super) fn next_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize
         }
     }
     best.map(|(table, n, _)| (table, n))
+}
+
+/// The space rule of [`next_background_merge`]: (table index, all its segments) for the table
+/// whose newer segments' bytes are the largest share of its oldest segment's, among those
+/// where they are at least 1/SPACE_RATIO of it and at least SPACE_MIN_BYTES.
+fn space_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
+    // (table index, segment count, newer bytes, oldest bytes)
+    let mut best: Option<(usize, usize, u64, u64)> = None;
+    for (i, lens) in tables.iter().enumerate() {
+        let Some((&oldest, newer)) = lens.split_last() else {
+            continue;
+        };
+        let newer: u64 = newer.iter().sum();
+        let due = newer >= SPACE_MIN_BYTES && newer.saturating_mul(SPACE_RATIO) >= oldest;
+        // newer / oldest > best_newer / best_oldest, without dividing.
+        let larger = |&(_, _, n, o): &(usize, usize, u64, u64)| {
+            u128::from(newer) * u128::from(o) > u128::from(n) * u128::from(oldest)
+        };
+        if due && best.as_ref().is_none_or(larger) {
+            best = Some((i, lens.len(), newer, oldest));
+        }
+    }
+    best.map(|(table, n, _, _)| (table, n))
 }
 
 /// The tiered merge rule: how many of the newest segments (file lengths `lens`) to merge,
@@ -141,10 +178,11 @@ mod tests {
         assert_eq!(next_background_merge(&tables[..2]), Some((0, 2)));
         assert_eq!(next_background_merge(&[vec![10, 1_000], vec![7]]), None);
         // Over MAX_SEGMENTS_PER_TABLE the rule merges even segments that are not due: with
-        // one segment fewer nothing is due here, with one more the two newest are merged.
+        // one segment fewer nothing is due here, with one more the two newest are merged (the
+        // tables are too small for the space rule).
         let table = |n: usize| {
             let mut lens = vec![1, 1_000];
-            lens.extend(std::iter::repeat_n(1_000_000, n - 2));
+            lens.extend(std::iter::repeat_n(100_000, n - 2));
             vec![lens]
         };
         assert_eq!(next_background_merge(&table(MAX_SEGMENTS_PER_TABLE)), None);
@@ -152,5 +190,25 @@ mod tests {
             next_background_merge(&table(MAX_SEGMENTS_PER_TABLE + 1)),
             Some((0, 2))
         );
+    }
+
+    #[test]
+    fn a_table_whose_newer_segments_reach_a_quarter_of_its_oldest_is_merged_whole_first() {
+        const M: u64 = 1 << 20;
+        // Newer 16 MiB × 4 < 80 MiB, and 2 × 4 MiB < 12 MiB: nothing is due.
+        let none = vec![4 * M, 12 * M, 80 * M];
+        assert_eq!(next_background_merge(std::slice::from_ref(&none)), None);
+        // Newer 20 MiB × 4 ≥ 80 MiB: merged whole, although the tiered rule would stop at 80.
+        let space = vec![8 * M, 12 * M, 80 * M];
+        // A tiered merge due in a table with more segments: 2 × 10 ≥ 15, then 2 × 25 < 100.
+        let tiered = vec![10, 15, 100, 1_000];
+        let tables = [none.clone(), space.clone(), tiered.clone()];
+        assert_eq!(next_background_merge(&tables), Some((1, 3)));
+        assert_eq!(next_background_merge(&[none, tiered]), Some((1, 2)));
+        // Of two tables due, the one whose newer segments are the larger share of its oldest.
+        let larger = vec![30 * M, 80 * M];
+        assert_eq!(next_background_merge(&[space, larger]), Some((1, 2)));
+        // Small tables are left to the tiered rule: 1 MiB × 4 ≥ 3 MiB, but 1 MiB is too little.
+        assert_eq!(next_background_merge(&[vec![M, 3 * M], vec![80 * M]]), None);
     }
 }
