@@ -21,8 +21,8 @@ const COMMIT_MERGE_BUDGET: u64 = 4;
 const MERGE_RATIO: u64 = 2;
 /// A table whose newer segments hold at least 1/SPACE_RATIO of its oldest segment's bytes is
 /// merged whole in the background, which drops what the newer segments delete or overwrite in
-/// the oldest. The tiered rule alone lets a table whose live
-/// data no longer grows carry up to 1/MERGE_RATIO of it in dead bytes (design.md §3.1).
+/// the oldest. The tiered rule alone lets a table whose live data no longer grows carry up to
+/// 1/MERGE_RATIO of it in dead bytes (design.md §3.1).
 const SPACE_RATIO: u64 = 4;
 /// The space rule leaves tables alone whose newer segments hold less than this: rewriting a
 /// small table's oldest segment after every commit that touches it frees next to nothing.
