@@ -19,9 +19,11 @@
 #                       (`scripts/lighthouse.sh LIGHTHOUSE_DIR bench` sets it and these rows);
 #                       the row is imported with `slasher-bench import-client`
 # Rows run two at a time, each its own `slasher-bench replay` process pinned to its own core
-# (`taskset`), so the two rows of a pair share the machine, disk and time alike. The first row
-# of a pair draws its progress bar (with ETA) on the terminal; the second writes to ROW.log in
-# the report directory. Between pairs the script prints the elapsed time and what is left.
+# (`taskset`) and on its own filesystem, so the two rows of a pair share the machine, disk and
+# time alike, but no journal or transaction commit (and a soak's filesystem samples count one
+# database each). The first row of a pair draws its progress bar (with ETA) on the terminal;
+# the second writes to ROW.log in the report directory. Between pairs the script prints the
+# elapsed time and what is left.
 #
 # As root on a fresh Debian machine with Rust installed, it:
 #   1. installs what is missing (btrfs-progs, libclang-dev, build-essential, pkg-config,
@@ -34,13 +36,15 @@
 #   4. creates two equal sparse images (BENCH_IMAGE_SIZE, default 16G) side by side on the real
 #      disk (never tmpfs), formats one ext4 (inode tables and journal initialised now, so no
 #      lazy-init writes run during the benchmark) and one btrfs (`-m single`), and loop-mounts
-#      both with noatime;
+#      both with noatime; a pair whose two rows are on the same kind gets a second image of
+#      that kind for its second row;
 #   5. runs the rows, merges them with `slasher-bench report` and prints a summary table;
 #   6. on exit, whatever happened, unmounts, detaches and deletes only what it created, and
 #      prints where the report is.
 #
 # Without root it cannot make images: it runs with BENCH_EXT4_DIR (ext4, or any real-disk
-# filesystem that is not btrfs) and BENCH_BTRFS_DIR (btrfs) if both are set.
+# filesystem that is not btrfs) and BENCH_BTRFS_DIR (btrfs) if both are set; the two rows of
+# a pair on the same kind then run one after the other.
 #
 # Environment (all optional):
 #   BENCH_ROWS         headline | all | comma-separated backend@fs rows (see above)
@@ -112,11 +116,13 @@ pick_image_dir() {
         die "no directory on a real disk for the images; set BENCH_TMPDIR"
 }
 
-# make_fs KIND: a sparse image of IMAGE_SIZE in $WORK, formatted and loop-mounted on
-# $WORK/KIND, which it stores in MOUNTED. The cleanup finds both below $WORK.
+# make_fs KIND [NAME]: a sparse image of IMAGE_SIZE in $WORK, formatted as KIND and
+# loop-mounted on $WORK/NAME (default KIND), which it stores in MOUNTED. The cleanup finds both
+# below $WORK.
 MOUNTED=""
 make_fs() {
-    local kind=$1 img=$WORK/$1.img mnt=$WORK/$1 dev
+    local kind=$1 name=${2:-$1}
+    local img=$WORK/$name.img mnt=$WORK/$name dev
     truncate -s "$IMAGE_SIZE" "$img"
     case $kind in
         ext4) mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$img" >&2 ;;
@@ -126,7 +132,7 @@ make_fs() {
     dev=$(losetup -f --show "$img")
     mount -o noatime "$dev" "$mnt"
     chmod 1777 "$mnt"
-    log "$kind: $IMAGE_SIZE sparse image $img on $dev, mounted on $mnt ($(fs_of "$mnt"))"
+    log "$name: $IMAGE_SIZE sparse image $img on $dev, mounted on $mnt ($(fs_of "$mnt"))"
     MOUNTED=$mnt
 }
 
@@ -201,14 +207,34 @@ drop_caches() {
     fi
 }
 
-# row_command ROW: the command of one row, in CMD. A port row is a `slasher-bench replay`; a
+# second_fs FS: in SECOND_DIR, the directory for the second row of a pair whose first row is
+# on the same kind of filesystem: a second image of that kind, made when first needed; empty
+# when there are no images (BENCH_EXT4_DIR and BENCH_BTRFS_DIR give one directory of each).
+declare -A SECOND_DIRS=()
+SECOND_DIR=""
+second_fs() {
+    local fs=$1
+    SECOND_DIR=""
+    [[ -n $WORK ]] || return 0
+    if [[ -z ${SECOND_DIRS[$fs]:-} ]]; then
+        make_fs "$fs" "$fs-2"
+        SECOND_DIRS[$fs]=$MOUNTED
+    fi
+    SECOND_DIR=${SECOND_DIRS[$fs]}
+}
+
+# row_command ROW [DIR]: the command of one row, in CMD, with its database in DIR (default: the
+# directory of the row's filesystem kind). A port row is a `slasher-bench replay`; a
 # lighthouse:* row is the runner on a fresh directory, whose path goes to CLIENT_DB (empty for
 # a port row) for the import afterwards.
 CMD=()
 CLIENT_DB=""
 row_command() {
-    local row=$1 backend=${1%@*} fs=${1#*@} dir=$BTRFS_DIR batches=${BENCH_BATCHES:-128}
-    [[ $fs == ext4 ]] && dir=$EXT4_DIR
+    local row=$1 backend=${1%@*} fs=${1#*@} dir=${2:-} batches=${BENCH_BATCHES:-128}
+    if [[ -z $dir ]]; then
+        dir=$BTRFS_DIR
+        [[ $fs == ext4 ]] && dir=$EXT4_DIR
+    fi
     CLIENT_DB=""
     if [[ $backend == lighthouse:* ]]; then
         backend=${backend#lighthouse:}
@@ -244,12 +270,22 @@ finish_row() {
 }
 
 # run_pair ROW [ROW2]: ROW in the foreground on core 0 (progress bar on the terminal) and
-# ROW2 at the same time on core 1 (output in ROW2.log).
+# ROW2 at the same time on core 1 (output in ROW2.log), each on a filesystem of its own.
 run_pair() {
-    local a=$1 b=${2:-} rc_a=0 rc_b=0 db_b=""
+    local a=$1 b=${2:-} rc_a=0 rc_b=0 db_b="" dir_b=""
+    if [[ -n $b && ${a#*@} == "${b#*@}" ]]; then
+        second_fs "${b#*@}"
+        if [[ -z $SECOND_DIR ]]; then
+            log "rows $a and $b are both on ${b#*@}, which has one directory: one after the other"
+            run_pair "$a"
+            run_pair "$b"
+            return 0
+        fi
+        dir_b=$SECOND_DIR
+    fi
     drop_caches
     if [[ -n $b ]]; then
-        row_command "$b"
+        row_command "$b" "$dir_b"
         db_b=$CLIENT_DB
         [[ -z $db_b ]] && CMD+=(--no-progress)
         log "row $b on core 1 (output in $OUT/$b.log): ${CMD[*]}"
