@@ -101,6 +101,9 @@ pub(crate) enum Kind {
     Dir,
     /// A btrfs subvolume root.
     Subvolume,
+    /// Either of the two: the database directory itself, which may be a mount point or a
+    /// subvolume made for it.
+    DirOrSubvolume,
 }
 
 /// Whether `path` exists (without following a symlink) with the type `kind`; `Ok(false)` if
@@ -129,8 +132,10 @@ pub(crate) fn check_kind(path: &Path, kind: Kind) -> Result<bool> {
         Kind::File => "a regular file",
         Kind::Dir => "a directory",
         Kind::Subvolume => "a subvolume",
+        Kind::DirOrSubvolume => "a directory or a subvolume",
     };
-    if found == want {
+    let dir_like = found == "a directory" || found == "a subvolume";
+    if found == want || (kind == Kind::DirOrSubvolume && dir_like) {
         Ok(true)
     } else {
         Err(Error::foreign(

@@ -3,6 +3,7 @@
 
 mod common;
 
+use butter_db::fs::{is_subvolume_root, BtrfsFs, Fs};
 use butter_db::{Env, Error};
 
 #[test]
@@ -45,6 +46,30 @@ fn commit_abort_reopen() {
             (b"b".to_vec(), b"2".to_vec()),
             (b"c".to_vec(), b"3".to_vec())
         ]
+    );
+}
+
+/// The database directory may be a subvolume root (one made for it, or the top of a btrfs
+/// mounted for it): open, commit and reopen work there as in a plain directory.
+#[test]
+fn database_directory_can_be_a_subvolume() {
+    let Some(dir) = common::btrfs_dir("db_in_subvolume") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    BtrfsFs.create_subvolume(&db).unwrap();
+    assert!(is_subvolume_root(&db).unwrap(), "the test's premise");
+    let env = Env::open_path(&db).expect("open in a subvolume root");
+    let t = env.create_table("t").unwrap();
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"k", b"v").unwrap();
+    w.commit().unwrap();
+    drop(env);
+    let env = Env::open_path(&db).expect("reopen in a subvolume root");
+    let t = env.table("t").unwrap();
+    assert_eq!(
+        env.begin_read().scan(t, b"").unwrap(),
+        vec![(b"k".to_vec(), b"v".to_vec())]
     );
 }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::{symlink, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -117,7 +117,7 @@ fn foreign_compact_is_refused_and_untouched() {
 }
 
 /// Finding 2: a `gen-N` that is a symlink to another database's generation, or a real snapshot
-/// of another database's generation; and `butter.lock` as a symlink.
+/// of another database's generation; and `butter.lock` as a symlink, a directory or a FIFO.
 #[test]
 fn foreign_generations_and_lock_are_refused() {
     let Some(dir) = common::btrfs_dir("hostile_gen") else {
@@ -165,6 +165,25 @@ fn foreign_generations_and_lock_are_refused() {
     symlink(&target, a.join("butter.lock")).unwrap();
     assert_foreign(Env::open_path(&a), &a.join("butter.lock"));
     assert!(!target.exists(), "the symlink's target was created");
+    std::fs::remove_file(a.join("butter.lock")).unwrap();
+
+    // butter.lock as a directory (with someone's file in it) or a FIFO: refused, left as found.
+    std::fs::create_dir(a.join("butter.lock")).unwrap();
+    std::fs::write(a.join("butter.lock/theirs"), b"x").unwrap();
+    assert_foreign(Env::open_path(&a), &a.join("butter.lock"));
+    assert_eq!(std::fs::read(a.join("butter.lock/theirs")).unwrap(), b"x");
+    std::fs::remove_dir_all(a.join("butter.lock")).unwrap();
+    nix::unistd::mkfifo(&a.join("butter.lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert_foreign(Env::open_path(&a), &a.join("butter.lock"));
+    assert!(std::fs::symlink_metadata(a.join("butter.lock"))
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    std::fs::remove_file(a.join("butter.lock")).unwrap();
+
+    // With the lock's name free again, A opens with its data.
+    let env = Env::open_path(&a).expect("A opens once its lock's name is free");
+    assert_eq!(read_all(&env).len(), 2);
 }
 
 /// Finding 3: a table name longer than the manifest's 16-bit length.

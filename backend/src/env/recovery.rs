@@ -34,7 +34,7 @@ impl Env {
             (0o600, 0o700)
         };
         let fs = b.fs;
-        if !root::check_kind(&root, Kind::Dir)? && !root::check_kind(&root, Kind::Subvolume)? {
+        if !root::check_kind(&root, Kind::DirOrSubvolume)? {
             if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
                 fs.create_dir_all(parent)
                     .map_err(|e| Error::io("create database directory", parent, e))?;
@@ -51,6 +51,9 @@ impl Env {
             });
         }
         let lock_path = root.join(LOCK_FILE);
+        // A directory, FIFO or device by the lock's name is foreign like any other owned name
+        // of the wrong type; `O_NOFOLLOW` below refuses a symlink swapped in after this look.
+        root::check_kind(&lock_path, Kind::File)?;
         let lock_file =
             fs.open_lock_file(&lock_path, file_mode)
                 .map_err(|e| match e.raw_os_error() {

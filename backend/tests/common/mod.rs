@@ -36,6 +36,9 @@ fn remove_tree(dir: &std::path::Path) {
             let path = entry.path();
             let Ok(ft) = entry.file_type() else { continue };
             if ft.is_dir() && is_subvolume_root(&path).unwrap_or(false) {
+                // A subvolume with others inside cannot be deleted: those go first (a
+                // read-only one's files stay, and deleting it takes them).
+                remove_tree(&path);
                 let _ = BtrfsFs.delete_subvolume(&path);
             } else if ft.is_dir() {
                 remove_tree(&path);
