@@ -300,3 +300,114 @@ fn gc_error_after_delete_does_not_leak_generations() {
         "{leaked} generations on disk after the workload, want 1"
     );
 }
+
+/// A database closed with an old generation that its last commit failed to delete (the
+/// deletion refused before taking effect), for `gc_error_at_open_does_not_fail_the_open`.
+/// `n` is the operation after the open that fails; returns the transactions committed, or
+/// `None` (the directory removed) if that operation was not a deletion inside a successful
+/// commit.
+fn close_with_an_undeleted_generation(dir: &Path, wl: &Workload, n: u64) -> Option<u64> {
+    let fs = Arc::new(FaultyFs::new());
+    let env = Env::builder(dir)
+        .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
+        .open()
+        .expect("open");
+    fs.set_plan(Some(FaultPlan {
+        at: fs.ops() + n,
+        errno: libc::EIO,
+        sticky: false,
+        timing: FaultTiming::Before,
+    }));
+    let mut committed = 0;
+    while committed < wl.len() && fs.failures().is_empty() {
+        if butter_apply(&env, wl.txn(committed + 1)).is_err() {
+            break;
+        }
+        committed += 1;
+    }
+    drop(env);
+    let hit = fs
+        .failures()
+        .first()
+        .is_some_and(|f| f.1 == "delete_subvolume")
+        && committed > 0;
+    if hit && fs.failures().len() == 1 {
+        Some(committed)
+    } else {
+        remove_db_dir(dir);
+        None
+    }
+}
+
+fn generations_on_disk(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+        .count()
+}
+
+/// Step 7 of the commit protocol at open: an old generation the open cannot delete is logged
+/// and left for the next commit, as after a commit; the open itself succeeds (it used to fail).
+#[test]
+fn gc_error_at_open_does_not_fail_the_open() {
+    let Some(base) = btrfs_dir("gc_at_open") else {
+        return;
+    };
+    let wl = Workload::new(SEED, 8);
+    let first = base.join("first");
+    let n = (1..100)
+        .find(|&n| close_with_an_undeleted_generation(&first, &wl, n).is_some())
+        .expect("no GC deletion found");
+    remove_db_dir(&first);
+    // For each operation of the reopen, a fresh database in that state; the reopen fails
+    // that operation. The case wanted is the open's own deletion of the old generation.
+    let mut k = 1;
+    loop {
+        let dir = base.join(format!("k{k}"));
+        let committed = close_with_an_undeleted_generation(&dir, &wl, n).expect("same state");
+        assert_eq!(
+            generations_on_disk(&dir),
+            2,
+            "the undeleted generation is on disk"
+        );
+        let fs = Arc::new(FaultyFs::new());
+        fs.set_plan(Some(FaultPlan {
+            at: k,
+            errno: libc::EIO,
+            sticky: false,
+            timing: FaultTiming::Before,
+        }));
+        let opened = Env::builder(&dir)
+            .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
+            .open();
+        let failed = fs.failures();
+        // The open's first deletion is of the previous `live/`, which it must replace: failing
+        // that fails the open. The deletion wanted is the old generation's, after it.
+        let live_refused = matches!(&opened,
+            Err(Error::Io { path, .. }) if path.file_name().is_some_and(|n| n == "live"));
+        if failed.first().is_some_and(|f| f.1 == "delete_subvolume") && !live_refused {
+            let env = opened.expect("the open succeeds although it could not delete");
+            assert_eq!(generations_on_disk(&dir), 2, "the deletion was refused");
+            let state = butter_state(&env).expect("read");
+            assert!(
+                &state == wl.model(committed),
+                "the newest generation is read"
+            );
+            // The next commit deletes both older generations.
+            butter_apply(&env, wl.txn(committed + 1)).expect("commit");
+            assert_eq!(generations_on_disk(&dir), 1, "the next commit deleted it");
+            drop(env);
+            remove_db_dir(&dir);
+            break;
+        }
+        drop(opened);
+        remove_db_dir(&dir);
+        assert!(
+            !failed.is_empty(),
+            "the reopen's operations ran out before a deletion"
+        );
+        k += 1;
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
