@@ -185,7 +185,8 @@ impl<'env> WriteTxn<'env> {
     /// Insert or overwrite.
     ///
     /// # Errors
-    /// Unknown table; a key longer than 65,535 bytes; a value of 4 GiB or more.
+    /// Unknown table; a key longer than 65,535 bytes; a value of 4 GiB − 1 bytes or more
+    /// (`u32::MAX` is the deletion marker's length).
     pub fn put(&mut self, t: TableHandle, key: &[u8], value: &[u8]) -> Result<()> {
         let i = self.index(t)?;
         if key.len() > usize::from(u16::MAX) {

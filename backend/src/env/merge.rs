@@ -49,8 +49,9 @@ pub(super) struct Merged {
 }
 
 impl Env {
-    /// Start a background merge if one is due: in the table with the most segments among
-    /// those where the tiered rule merges at least two. Called by a commit, after publishing.
+    /// Start a background merge if one is due (`compaction::next_background_merge`: the space
+    /// rule's whole-table merge first, else the tiered rule's in the table with the most
+    /// segments). Called by a commit, after publishing.
     pub(super) fn start_merge(&self, writer: &mut WriterState, version: &Version) {
         if self.compaction == Compaction::Inline {
             return;
