@@ -281,11 +281,7 @@ fn gc_error_after_delete_does_not_leak_generations() {
                 .failures()
                 .first()
                 .is_some_and(|f| f.1 == "delete_subvolume");
-        let gens = std::fs::read_dir(&dir)
-            .expect("list")
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
-            .count();
+        let gens = generations_on_disk(&dir);
         drop(env);
         remove_db_dir(&dir);
         if hit_gc {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::root::gen_name;
 
 use super::{fail_point, Env};
@@ -20,7 +20,11 @@ impl Env {
     /// in `old_generations` only once a newer one is current. Called at open, before the
     /// environment is shared, and by commits, with the writer lock held: two collections
     /// never run at once.
-    pub(super) fn collect_garbage(&self) -> Result<()> {
+    ///
+    /// A generation that cannot be deleted fails neither caller (design.md §3 step 7): the
+    /// newest generation is the database. It is logged and stays on the list, for the next
+    /// commit's collection.
+    pub(super) fn collect_garbage(&self) {
         let doomed: Vec<u64> = {
             let mut old = self.old_generations.lock();
             let pins = self.pins.lock();
@@ -29,7 +33,6 @@ impl Env {
             doomed
         };
         let mut failed = Vec::new();
-        let mut first_error = None;
         for &g in &doomed {
             fail_point("gc::delete");
             let dir = self.root.join(gen_name(g));
@@ -39,7 +42,8 @@ impl Env {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     failed.push(g);
-                    first_error.get_or_insert(Error::io("delete subvolume", &dir, e));
+                    let e = Error::io("delete subvolume", &dir, e);
+                    log::warn!("could not delete an old generation (will retry): {e}");
                 }
             }
         }
@@ -62,6 +66,5 @@ impl Env {
                 log::warn!("could not ask btrfs to reclaim space: {e}");
             }
         }
-        first_error.map_or(Ok(()), Err)
     }
 }

@@ -200,12 +200,9 @@ impl Env {
             #[cfg(feature = "testing")]
             read_hook: super::ReadHook::default(),
         };
-        // As after a commit (step 7), an old generation that cannot be deleted is not a
-        // failure: the database is the newest generation, and the deletion is retried after
-        // the next commit.
-        if let Err(e) = env.collect_garbage() {
-            log::warn!("could not delete an old generation at open (will retry): {e}");
-        }
+        // As after a commit (step 7), an old generation that cannot be deleted is not an open
+        // failure.
+        env.collect_garbage();
         Ok(env)
     }
 }
