@@ -248,12 +248,17 @@ impl<'env> WriteTxn<'env> {
     /// After any error the environment is poisoned: reads still see the previous commit, and
     /// writes are refused with [`Error::Poisoned`] until it is reopened.
     pub fn commit(mut self) -> Result<CommitInfo> {
-        self.env.commit(
+        let info = self.env.commit(
             &mut self.writer,
             &self.base,
             &self.new_tables,
             &self.memtables,
-        )
+        )?;
+        // The base version may hold the last references to the segments just merged away:
+        // their files are closed on the environment's retiring thread, not here.
+        let base = std::mem::replace(&mut self.base, self.env.current_version());
+        self.env.retire(base);
+        Ok(info)
     }
 
     /// Discard every write (the same as dropping the transaction).

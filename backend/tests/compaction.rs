@@ -1,6 +1,7 @@
 //! Background merges on real btrfs: every compaction mode gives the same contents as a model,
 //! readers keep their generation while merges are swapped in, the segment count stays bounded,
-//! and merge files left behind by a stopped process are deleted at open.
+//! merge files left behind by a stopped process are deleted at open, and the segments merges
+//! retire are closed.
 
 mod common;
 
@@ -145,5 +146,62 @@ fn leftover_merge_files_are_deleted_at_open() {
     assert_eq!(
         env.begin_read().get(t, b"k").unwrap().as_deref(),
         Some(&b"v"[..])
+    );
+}
+
+/// Descriptors of this process open on files under `dir`, and how many of those files are
+/// deleted.
+fn open_files_under(dir: &std::path::Path) -> (usize, usize) {
+    let (mut open, mut deleted) = (0, 0);
+    for fd in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(target) = std::fs::read_link(fd.path()) else {
+            continue; // closed since the listing
+        };
+        let target = target.to_string_lossy().into_owned();
+        if target.starts_with(&*dir.to_string_lossy()) {
+            open += 1;
+            deleted += usize::from(target.ends_with(" (deleted)"));
+        }
+    }
+    (open, deleted)
+}
+
+#[test]
+fn merged_away_segments_are_closed() {
+    let Some(dir) = common::btrfs_dir("merged_away_segments_are_closed") else {
+        return;
+    };
+    let env = Env::builder(&dir.path)
+        .compaction(Compaction::Inline)
+        .open()
+        .unwrap();
+    let t = env.create_table("t").unwrap();
+    for commit in 0..40u32 {
+        // Every commit rewrites the whole table, so it merges the previous segment away.
+        let mut w = env.begin_write().unwrap();
+        for key in 0..2_000u32 {
+            w.put(t, &key.to_be_bytes(), &commit.to_le_bytes()).unwrap();
+        }
+        w.commit().unwrap();
+        // The retiring thread closes them; at most two versions wait for it, plus the one it
+        // is dropping, each holding one retired segment here.
+        let (_, deleted) = open_files_under(&dir.path);
+        assert!(
+            deleted <= 3,
+            "{deleted} merged-away segments still open after commit {commit}"
+        );
+    }
+    assert_eq!(
+        env.begin_read()
+            .get(t, &7u32.to_be_bytes())
+            .unwrap()
+            .as_deref(),
+        Some(&39u32.to_le_bytes()[..])
+    );
+    drop(env);
+    assert_eq!(
+        open_files_under(&dir.path),
+        (0, 0),
+        "files of the database still open after the environment was dropped"
     );
 }

@@ -10,6 +10,7 @@ mod compaction;
 mod gc;
 mod merge;
 mod recovery;
+mod retire;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -222,6 +223,8 @@ pub struct Env {
     old_generations: Mutex<Vec<u64>>,
     /// Set by a failed commit: writes are refused until reopen.
     poisoned: AtomicBool,
+    /// Closes the segments commits merge away, off the committing thread.
+    retirer: retire::Retirer,
     /// Held for the life of the environment: one process per database.
     _lock: Flock<File>,
     /// Test-only: see [`Env::on_next_begin_read`].
@@ -309,6 +312,18 @@ impl Env {
         Ok(t)
     }
 
+    /// After a commit: `version`, the transaction's base, usually holds the last references
+    /// to the segments the commit merged away; dropping it closes their files, which a
+    /// background thread does (`retire.rs`).
+    pub(crate) fn retire(&self, version: Arc<Version>) {
+        self.retirer.retire(version);
+    }
+
+    /// The newest committed version.
+    pub(crate) fn current_version(&self) -> Arc<Version> {
+        self.current.read().clone()
+    }
+
     /// Begin the write transaction; blocks while another one is open.
     ///
     /// # Errors
@@ -318,8 +333,7 @@ impl Env {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let base = self.current.read().clone();
-        Ok(WriteTxn::new(self, guard, base))
+        Ok(WriteTxn::new(self, guard, self.current_version()))
     }
 
     /// Begin a read transaction pinned to the newest committed generation.

@@ -196,6 +196,7 @@ impl Env {
             pins: Mutex::new(BTreeMap::new()),
             old_generations: Mutex::new(gens.into_iter().filter(|&g| g != newest).collect()),
             poisoned: AtomicBool::new(false),
+            retirer: super::retire::Retirer::start(),
             _lock: lock,
             #[cfg(feature = "testing")]
             read_hook: super::ReadHook::default(),
