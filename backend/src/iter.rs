@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::memtable::{self, Memtable};
-use crate::segment::{key_cmp, CacheUse, Entry, Segment, SegmentIter};
+use crate::segment::{key_cmp, key_prefix, CacheUse, Entry, Segment, SegmentIter};
 
 /// The memtable side of a merge: its first entry above a bound, which only grows.
 pub(crate) trait MemSource<'a> {
@@ -156,7 +156,7 @@ impl MergeIter {
             // Popped only once loaded: after an error the next call loads it again.
             while let Some(&i) = self.unloaded.last() {
                 if let Some(head) = self.heads.get_mut(i) {
-                    head.peek()?;
+                    head.load()?;
                 }
                 self.unloaded.pop();
             }
@@ -171,14 +171,25 @@ impl MergeIter {
                 // (key, whether it is live, where it comes from)
                 let mut best: Option<(&[u8], bool, Source)> =
                     mem_entry.map(|(k, v)| (k, v.is_some(), Source::Mem));
+                let mut best_prefix = best.map_or(0, |(k, _, _)| key_prefix(k));
                 for (i, head) in self.heads.iter().enumerate() {
-                    let Some((k, v)) = head.current() else {
-                        continue;
+                    // A head's entry is read only if it wins: one that the best key so far
+                    // shadows (a rewritten table's every entry, in a commit) is compared by
+                    // its prefix and length alone.
+                    let order = match best {
+                        None => Ordering::Less,
+                        Some((b, _, _)) => match head.cmp_current(b, best_prefix) {
+                            Some(order) => order,
+                            None => continue,
+                        },
                     };
-                    let order = best.map_or(Ordering::Less, |(b, _, _)| key_cmp(k, b));
                     match order {
                         Ordering::Less => {
+                            let Some((k, v)) = head.current() else {
+                                continue;
+                            };
                             best = Some((k, v.is_some(), Source::Segment(i)));
+                            best_prefix = key_prefix(k);
                             self.at_last.clear();
                             self.at_last.push(i);
                         }

@@ -11,6 +11,9 @@ pub(crate) struct Block {
     /// binary search compares these, in one compact array, and reads a key from `data` only
     /// when two prefixes are equal (for the slasher's 8-byte keys, only on a hit).
     prefixes: Box<[u64]>,
+    /// Each key's length: with the prefixes, it orders two keys of up to 8 bytes without
+    /// reading either ([`Block::cmp_key`]).
+    key_lens: Box<[u16]>,
 }
 
 /// The first 8 bytes of `key`, zero-padded, as a big-endian integer. If two keys' prefixes
@@ -30,8 +33,12 @@ impl Block {
             data,
             offsets,
             prefixes: Box::default(),
+            key_lens: Box::default(),
         };
         block.prefixes = (0..block.len()).map(|i| key_prefix(block.key(i))).collect();
+        block.key_lens = (0..block.len())
+            .map(|i| block.key(i).len() as u16)
+            .collect();
         block
     }
 
@@ -90,7 +97,7 @@ impl Block {
 
     /// Bytes held in memory (for the cache's accounting).
     pub(crate) fn weight(&self) -> usize {
-        self.data.len() + 12 * self.offsets.len() + 64
+        self.data.len() + 14 * self.offsets.len() + 64
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -117,6 +124,22 @@ impl Block {
         }
         let start = off + ENTRY_HEADER_LEN + klen;
         self.data.get(start..start + vlen as usize)
+    }
+
+    /// How entry `i`'s key orders against `key`, whose [`key_prefix`] is `prefix`. Reads the
+    /// entry only if the prefixes are equal and a key is longer than 8 bytes: up to 8 bytes,
+    /// keys with equal prefixes differ only by trailing zero bytes, so the shorter is less.
+    /// A merge compares every entry of its older segments this way, and an entry a newer
+    /// source overwrites is never read (design.md §2).
+    pub(crate) fn cmp_key(&self, i: usize, key: &[u8], prefix: u64) -> Ordering {
+        match self.prefixes.get(i).map(|p| p.cmp(&prefix)) {
+            Some(Ordering::Equal) => match self.key_lens.get(i).map(|&l| usize::from(l)) {
+                Some(len) if len <= 8 && key.len() <= 8 => len.cmp(&key.len()),
+                _ => key_cmp(self.key(i), key),
+            },
+            Some(o) => o,
+            None => key_cmp(self.key(i), key),
+        }
     }
 
     /// Index of the first entry with key >= `key` (or > `key` if `!inclusive`).

@@ -18,10 +18,17 @@ pub(crate) struct SegmentIter {
 impl SegmentIter {
     /// The current entry without advancing: (key, value or tombstone).
     pub(crate) fn peek(&mut self) -> Result<Option<Entry<'_>>> {
+        self.load()?;
+        Ok(self.current())
+    }
+
+    /// Load the block of the current entry if it is not loaded (moving to the next block at
+    /// the end of one), without reading the entry.
+    pub(crate) fn load(&mut self) -> Result<()> {
         loop {
             if self.block.is_none() {
                 if self.block_index >= self.seg.block_count() {
-                    return Ok(None);
+                    return Ok(());
                 }
                 self.block = Some(self.seg.block_using(self.block_index, self.cache_use)?);
                 self.entry = 0;
@@ -33,10 +40,7 @@ impl SegmentIter {
             self.block = None;
             self.block_index += 1;
         }
-        Ok(self
-            .block
-            .as_ref()
-            .map(|b| (b.key(self.entry), b.value(self.entry))))
+        Ok(())
     }
 
     /// The current entry if [`SegmentIter::peek`] has loaded its block; `None` at the end or
@@ -44,6 +48,14 @@ impl SegmentIter {
     pub(crate) fn current(&self) -> Option<Entry<'_>> {
         let b = self.block.as_ref()?;
         (self.entry < b.len()).then(|| (b.key(self.entry), b.value(self.entry)))
+    }
+
+    /// How the current entry's key orders against `key` ([`Block::cmp_key`]: `prefix` is
+    /// `key`'s prefix), without reading the entry when the prefixes and lengths tell; `None` at
+    /// the end or before the first load.
+    pub(crate) fn cmp_current(&self, key: &[u8], prefix: u64) -> Option<Ordering> {
+        let b = self.block.as_ref()?;
+        (self.entry < b.len()).then(|| b.cmp_key(self.entry, key, prefix))
     }
 
     /// Move past the current entry.

@@ -90,6 +90,58 @@ fn key_prefix_orders_like_byte_slices_when_it_differs() {
     }
 }
 
+/// `Block::cmp_key` (prefix and length for keys of up to 8 bytes) orders every entry against
+/// every probe as the bytes do, across block boundaries, zero bytes and the 8/9-byte edge.
+#[test]
+fn block_cmp_key_orders_like_byte_slices() {
+    let mut keys: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![0],
+        vec![0, 0],
+        vec![0; 8],
+        vec![0; 9],
+        b"a".to_vec(),
+        b"a\0".to_vec(),
+        b"a\0\0\0\0\0\0\0".to_vec(),
+        b"a\0\0\0\0\0\0\0\0".to_vec(),
+        b"a\0\x01".to_vec(),
+        b"abcdefgh".to_vec(),
+        b"abcdefgh\0".to_vec(),
+        b"abcdefgi".to_vec(),
+        vec![0xff; 8],
+        vec![0xff; 9],
+    ];
+    // Slasher-like 8-byte keys, enough for several blocks.
+    keys.extend((0u64..3_000).map(|i| (i * 7).to_be_bytes().to_vec()));
+    keys.sort();
+    keys.dedup();
+    let entries: Vec<_> = keys
+        .iter()
+        .map(|k| (k.clone(), Some(vec![7u8; 40])))
+        .collect();
+    let (_, blocks) = build(&entries);
+    assert!(blocks.len() > 1, "one block only");
+    let mut probes = keys.clone();
+    probes.extend([
+        vec![0, 1],
+        vec![0; 7],
+        b"a\0\0".to_vec(),
+        21u64.to_le_bytes().to_vec(),
+    ]);
+    for b in &blocks {
+        for i in 0..b.len() {
+            for p in &probes {
+                assert_eq!(
+                    b.cmp_key(i, p, key_prefix(p)),
+                    b.key(i).cmp(p),
+                    "{:?} vs {p:?}",
+                    b.key(i)
+                );
+            }
+        }
+    }
+}
+
 /// A segment larger than a run is written in runs of about `RUN_BYTES` as it is built (the
 /// builder never holds the whole file), and the runs together are the file.
 #[test]
