@@ -1,4 +1,4 @@
-//! Closing merged-away segments off the committing thread (design.md §3, after step 7).
+//! Closing merged-away segments off the committing thread (design.md §3 step 8).
 //!
 //! A write transaction's base version usually holds the last references to the segments its
 //! commit merged away, so dropping it closes their files. Closing the last descriptor of an

@@ -43,8 +43,8 @@ impl SegmentIter {
         Ok(())
     }
 
-    /// The current entry if [`SegmentIter::peek`] has loaded its block; `None` at the end or
-    /// before the first peek.
+    /// The current entry if [`SegmentIter::load`] has loaded its block; `None` at the end or
+    /// before the first load.
     pub(crate) fn current(&self) -> Option<Entry<'_>> {
         let b = self.block.as_ref()?;
         (self.entry < b.len()).then(|| (b.key(self.entry), b.value(self.entry)))
