@@ -35,10 +35,15 @@ impl Block {
             prefixes: Box::default(),
             key_lens: Box::default(),
         };
-        block.prefixes = (0..block.len()).map(|i| key_prefix(block.key(i))).collect();
-        block.key_lens = (0..block.len())
-            .map(|i| block.key(i).len() as u16)
-            .collect();
+        // One pass over the keys for both arrays: every block built or read comes through here.
+        let (prefixes, key_lens): (Vec<u64>, Vec<u16>) = (0..block.len())
+            .map(|i| {
+                let key = block.key(i);
+                (key_prefix(key), key.len() as u16)
+            })
+            .unzip();
+        block.prefixes = prefixes.into_boxed_slice();
+        block.key_lens = key_lens.into_boxed_slice();
         block
     }
 
