@@ -44,6 +44,20 @@ impl<'a> TableView<'a> {
         Ok(None)
     }
 
+    /// Whether the transaction already sees `value` under `key`: then a put of it changes
+    /// nothing (design.md §2). The memtable answers first, as in [`TableView::get`].
+    fn holds(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        if let Some(v) = self.mem_get(key) {
+            return Ok(v == Some(value));
+        }
+        for seg in self.segments {
+            if let Some(same) = seg.get_with(key, |v| v == Some(value))? {
+                return Ok(same);
+            }
+        }
+        Ok(false)
+    }
+
     /// The memtable's entry for `key`: `Some(None)` is a deletion.
     fn mem_get(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
         self.mem?.get(key)
@@ -182,11 +196,13 @@ impl<'env> WriteTxn<'env> {
         self.view(i).get(key)
     }
 
-    /// Insert or overwrite.
+    /// Insert or overwrite. A put of the value the transaction already sees under `key` is
+    /// not recorded: it changes nothing, and the commit does not write it again.
     ///
     /// # Errors
     /// Unknown table; a key longer than 65,535 bytes; a value of 4 GiB − 1 bytes or more
-    /// (`u32::MAX` is the deletion marker's length).
+    /// (`u32::MAX` is the deletion marker's length); I/O or corruption while reading a segment
+    /// for the key's current value.
     pub fn put(&mut self, t: TableHandle, key: &[u8], value: &[u8]) -> Result<()> {
         let i = self.index(t)?;
         if key.len() > usize::from(u16::MAX) {
@@ -194,6 +210,9 @@ impl<'env> WriteTxn<'env> {
         }
         if value.len() >= u32::MAX as usize {
             return Err(Error::ValueTooLong(value.len()));
+        }
+        if self.view(i).holds(key, value)? {
+            return Ok(());
         }
         if let Some(m) = self.memtables.get_mut(i) {
             m.insert(key, Some(value), &mut self.writer.spare_chunks);
@@ -449,10 +468,10 @@ impl Cursor<'_, '_> {
         Ok(())
     }
 
-    /// Insert or overwrite, and move the cursor to `key`.
+    /// Insert or overwrite, and move the cursor to `key` (as [`WriteTxn::put`]).
     ///
     /// # Errors
-    /// A key longer than 65,535 bytes.
+    /// As [`WriteTxn::put`].
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let t = TableHandle::new(self.txn.env.id, self.index);
         self.txn.put(t, key, value)?;

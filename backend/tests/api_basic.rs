@@ -117,6 +117,61 @@ fn readers_keep_their_generation() {
     assert_eq!(gens, 1);
 }
 
+/// A put of the value the transaction already sees is not recorded (design.md §2): a
+/// transaction of only such puts commits nothing, while a put that differs from what the
+/// transaction sees is kept, wherever the key's current value lives (the memtable, a deletion
+/// there, the newest segment holding the key).
+#[test]
+fn a_put_of_the_current_value_is_not_recorded() {
+    let Some(dir) = common::btrfs_dir("same_value_put") else {
+        return;
+    };
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.create_table("t").unwrap();
+    let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let mut w = env.begin_write().unwrap();
+    for k in keys {
+        w.put(t, k, b"1").unwrap();
+    }
+    let first = w.commit().unwrap().generation;
+
+    let mut w = env.begin_write().unwrap();
+    for k in keys {
+        w.put(t, k, b"1").unwrap();
+    }
+    assert_eq!(
+        w.commit().unwrap().generation,
+        first,
+        "puts of the committed values made a new generation"
+    );
+
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"a", b"2").unwrap();
+    w.put(t, b"a", b"1").unwrap(); // back to the committed value, away from the memtable's
+    w.delete(t, b"b").unwrap();
+    w.put(t, b"b", b"1").unwrap(); // over the memtable's deletion
+    w.put(t, b"c", b"2").unwrap();
+    w.put(t, b"c", b"2").unwrap(); // the memtable's value again
+    for (k, v) in [(b"a", b"1"), (b"b", b"1"), (b"c", b"2")] {
+        assert_eq!(w.get(t, k).unwrap().as_deref(), Some(&v[..]));
+    }
+    assert_eq!(w.commit().unwrap().generation, first + 1);
+
+    // `c` is 2 in the newest segment and 1 in the oldest: a put of 1 changes it.
+    let mut w = env.begin_write().unwrap();
+    w.put(t, b"c", b"1").unwrap();
+    assert_eq!(w.commit().unwrap().generation, first + 2);
+    drop(env);
+    let env = Env::open_path(&dir.path).unwrap();
+    let t = env.table("t").unwrap();
+    assert_eq!(
+        env.begin_read().scan(t, b"").unwrap(),
+        keys.iter()
+            .map(|k| (k.to_vec(), b"1".to_vec()))
+            .collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn one_million_keys_stay_in_few_files() {
     let Some(dir) = common::btrfs_dir("one_million_keys") else {
