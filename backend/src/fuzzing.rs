@@ -100,15 +100,19 @@ pub fn read_segment_file(
             first_error.get_or_insert(e);
         }
     };
+    let mut hint = None;
     for key in &probes {
-        note(seg.get_with(key, |v| v.map(<[u8]>::len)).map(drop));
+        note(
+            seg.get_with(key, &mut hint, |v| v.map(<[u8]>::len))
+                .map(drop),
+        );
         note(seg.seek_ge(key, false).map(drop));
         note(seg.seek_lt(Some(key)).map(drop));
     }
     note(seg.seek_ge(&[], true).map(drop));
     note(seg.seek_lt(None).map(drop));
     note(seg.seek_lt(Some(&[0xff; 40])).map(drop));
-    note(seg.get_with(&[0xff; 40], |_| ()).map(drop));
+    note(seg.get_with(&[0xff; 40], &mut hint, |_| ()).map(drop));
     if let Some(e) = first_error {
         return Err(e);
     }

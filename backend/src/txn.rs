@@ -1,6 +1,7 @@
 //! Transactions and cursors.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
@@ -9,7 +10,7 @@ use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
 use crate::iter::{MemLookup, MergeIter};
 use crate::memtable::Memtable;
-use crate::segment::Segment;
+use crate::segment::{BlockHint, Segment};
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,11 +25,26 @@ impl TableHandle {
     }
 }
 
+/// A transaction's lookup hints: per table, one per segment of the table in the transaction's
+/// version, in the same order ([`BlockHint`]).
+type Hints = Vec<RefCell<Vec<Option<BlockHint>>>>;
+
+/// No hints yet for every table of `version`.
+fn new_hints(version: &Version) -> Hints {
+    version
+        .tables
+        .iter()
+        .map(|t| RefCell::new(t.segments.iter().map(|_| None).collect()))
+        .collect()
+}
+
 /// A read-only view of one table: an optional memtable over segments (newest first).
 #[derive(Debug, Clone, Copy)]
 struct TableView<'a> {
     mem: Option<&'a Memtable>,
     segments: &'a [Arc<Segment>],
+    /// The segments' lookup hints (none for a table created in the transaction).
+    hints: Option<&'a RefCell<Vec<Option<BlockHint>>>>,
 }
 
 impl<'a> TableView<'a> {
@@ -36,9 +52,23 @@ impl<'a> TableView<'a> {
         if let Some(v) = self.mem_get(key) {
             return Ok(v.map(Cow::Borrowed));
         }
-        for seg in self.segments {
-            if let Some(v) = seg.get_with(key, |v| v.map(|v| Cow::Owned(v.to_vec())))? {
-                return Ok(v);
+        Ok(self
+            .segment_get(key, |v| v.map(|v| Cow::Owned(v.to_vec())))?
+            .flatten())
+    }
+
+    /// `f` of the entry (a value, or `None` for a deletion) of the newest segment that has
+    /// `key`; `None` if none has it.
+    fn segment_get<R>(&self, key: &[u8], f: impl Fn(Option<&[u8]>) -> R) -> Result<Option<R>> {
+        let mut hints = self.hints.map(RefCell::borrow_mut);
+        for (i, seg) in self.segments.iter().enumerate() {
+            let mut unhinted = None;
+            let hint = hints
+                .as_mut()
+                .and_then(|h| h.get_mut(i))
+                .unwrap_or(&mut unhinted);
+            if let Some(r) = seg.get_with(key, hint, &f)? {
+                return Ok(Some(r));
             }
         }
         Ok(None)
@@ -50,12 +80,7 @@ impl<'a> TableView<'a> {
         if let Some(v) = self.mem_get(key) {
             return Ok(v == Some(value));
         }
-        for seg in self.segments {
-            if let Some(same) = seg.get_with(key, |v| v == Some(value))? {
-                return Ok(same);
-            }
-        }
-        Ok(false)
+        Ok(self.segment_get(key, |v| v == Some(value))? == Some(true))
     }
 
     /// The memtable's entry for `key`: `Some(None)` is a deletion.
@@ -67,12 +92,7 @@ impl<'a> TableView<'a> {
         if let Some(v) = self.mem_get(key) {
             return Ok(v.is_some());
         }
-        for seg in self.segments {
-            if let Some(live) = seg.get_with(key, |v| v.is_some())? {
-                return Ok(live);
-            }
-        }
-        Ok(false)
+        Ok(self.segment_get(key, |v| v.is_some())? == Some(true))
     }
 
     /// The largest live key before `before`, or the last key if `before` is `None`.
@@ -122,6 +142,7 @@ pub struct WriteTxn<'env> {
     base: Arc<Version>,
     new_tables: Vec<String>,
     memtables: Vec<Memtable>,
+    hints: Hints,
 }
 
 impl<'env> WriteTxn<'env> {
@@ -131,12 +152,14 @@ impl<'env> WriteTxn<'env> {
         base: Arc<Version>,
     ) -> Self {
         let memtables = (0..base.tables.len()).map(|_| Memtable::new()).collect();
+        let hints = new_hints(&base);
         WriteTxn {
             env,
             writer,
             base,
             new_tables: Vec::new(),
             memtables,
+            hints,
         }
     }
 
@@ -180,6 +203,7 @@ impl<'env> WriteTxn<'env> {
                 .tables
                 .get(index)
                 .map_or(&[], |t| t.segments.as_slice()),
+            hints: self.hints.get(index),
         }
     }
 
@@ -487,11 +511,17 @@ impl Cursor<'_, '_> {
 pub struct ReadTxn<'env> {
     env: &'env Env,
     version: Arc<Version>,
+    hints: Hints,
 }
 
 impl<'env> ReadTxn<'env> {
     pub(crate) fn new(env: &'env Env, version: Arc<Version>) -> Self {
-        ReadTxn { env, version }
+        let hints = new_hints(&version);
+        ReadTxn {
+            env,
+            version,
+            hints,
+        }
     }
 
     /// The generation this transaction sees.
@@ -509,6 +539,7 @@ impl<'env> ReadTxn<'env> {
         Ok(TableView {
             mem: None,
             segments,
+            hints: self.hints.get(i),
         })
     }
 

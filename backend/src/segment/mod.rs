@@ -28,8 +28,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 
@@ -129,16 +127,14 @@ pub(crate) struct Segment {
     pub(crate) max_key: Box<[u8]>,
     blocks: Vec<BlockLoc>,
     cache: Arc<BlockCache>,
-    /// The block the last point lookup used. The slasher reads keys in ascending runs, so the
-    /// next lookup usually lands in the same block and skips the index search and the shared
-    /// cache. Readers in other threads share the segment, so the hint has its own mutex; a
-    /// lookup holds it only for the search inside the hinted block and the value's copy.
-    last_block: Mutex<Option<BlockHint>>,
 }
 
-/// Where the last point lookup in a segment ended.
+/// Where a transaction's last point lookup in a segment ended. The slasher reads keys in
+/// ascending runs, so the next lookup usually lands in the same block and skips the index
+/// search and the shared cache. Each transaction keeps its own, one per segment it reads
+/// (`txn.rs`), so a lookup takes no lock.
 #[derive(Debug)]
-struct BlockHint {
+pub(crate) struct BlockHint {
     block: usize,
     data: Arc<Block>,
     /// Where the next lookup's key probably is: just after the last key found, or where the
@@ -284,7 +280,6 @@ impl Segment {
             max_key: Box::default(),
             blocks,
             cache,
-            last_block: Mutex::new(None),
         };
         if let Some(first) = seg.blocks.first() {
             seg.min_key = first.first_key.clone();
@@ -343,29 +338,28 @@ impl Segment {
     }
 
     /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand;
-    /// `None` means the key is not in this segment.
+    /// `None` means the key is not in this segment. `hint` is where the caller's previous
+    /// lookup in this segment ended (`None` at first), and is left where this one ends.
     pub(crate) fn get_with<R>(
         &self,
         key: &[u8],
+        hint: &mut Option<BlockHint>,
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<Option<R>> {
         if !self.may_contain(key) {
             return Ok(None);
         }
-        {
-            let mut hint = self.last_block.lock();
-            if let Some(h) = hint.as_mut() {
-                let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
-                let in_block = self
-                    .blocks
-                    .get(h.block)
-                    .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
-                    && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
-                if in_block {
-                    let found = h.data.search_from(key, h.expect);
-                    h.expect = found.map_or_else(|i| i, |i| i + 1);
-                    return Ok(found.ok().map(|i| f(h.data.value(i))));
-                }
+        if let Some(h) = hint.as_mut() {
+            let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
+            let in_block = self
+                .blocks
+                .get(h.block)
+                .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
+                && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
+            if in_block {
+                let found = h.data.search_from(key, h.expect);
+                h.expect = found.map_or_else(|i| i, |i| i + 1);
+                return Ok(found.ok().map(|i| f(h.data.value(i))));
             }
         }
         let Some(bi) = self.block_for(key) else {
@@ -374,7 +368,7 @@ impl Segment {
         let block = self.block(bi)?;
         let found = block.search_from(key, 0);
         let value = found.ok().map(|i| f(block.value(i)));
-        *self.last_block.lock() = Some(BlockHint {
+        *hint = Some(BlockHint {
             block: bi,
             data: block,
             expect: found.map_or_else(|i| i, |i| i + 1),

@@ -174,8 +174,11 @@ fn large_segment_is_written_in_runs() {
     );
     let seg = write_and_open(&file.bytes, entries.len() as u64).unwrap();
     assert_eq!(seg.block_count(), file.blocks.len());
+    let mut hint = None;
     for (k, v) in entries.iter().step_by(97) {
-        let got = seg.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap();
+        let got = seg
+            .get_with(k, &mut hint, |v| v.map(<[u8]>::to_vec))
+            .unwrap();
         assert_eq!(got.expect("key present"), *v);
     }
 }
@@ -190,15 +193,18 @@ fn round_trip_lookup_and_seek() {
         blocks.len()
     );
     let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
+    let mut hint = None;
     for (k, v) in &entries {
-        let got = seg.get_with(k, |v| v.map(<[u8]>::to_vec)).unwrap();
+        let got = seg
+            .get_with(k, &mut hint, |v| v.map(<[u8]>::to_vec))
+            .unwrap();
         assert_eq!(got.expect("key present"), *v);
     }
     assert!(seg
-        .get_with(&9999u32.to_be_bytes(), |_| ())
+        .get_with(&9999u32.to_be_bytes(), &mut hint, |_| ())
         .unwrap()
         .is_none());
-    assert!(seg.get_with(&[0, 0], |_| ()).unwrap().is_none());
+    assert!(seg.get_with(&[0, 0], &mut hint, |_| ()).unwrap().is_none());
     let p = seg.seek_ge(&[0, 0, 0x10, 0], true).unwrap().unwrap();
     assert_eq!(
         seg.block(p.block).unwrap().key(p.entry),
@@ -259,10 +265,11 @@ fn lookups_in_any_order_agree_with_the_entries() {
     orders.push(probes.clone());
     probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
     orders.push(probes);
+    let mut hint = None;
     for order in orders {
         for i in order {
             let got = seg
-                .get_with(&i.to_be_bytes(), |v| v.map(<[u8]>::to_vec))
+                .get_with(&i.to_be_bytes(), &mut hint, |v| v.map(<[u8]>::to_vec))
                 .unwrap();
             let want = (i < 6000 && i % 3 != 1).then(|| vec![i as u8; (i % 50) as usize]);
             assert_eq!(got, want.map(Some), "key {i}");
