@@ -75,12 +75,9 @@ impl<'a> TableView<'a> {
     }
 
     /// Whether the transaction already sees `value` under `key`: then a put of it changes
-    /// nothing (design.md §2). The memtable answers first, as in [`TableView::get`].
+    /// nothing (design.md §2).
     fn holds(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        if let Some(v) = self.mem_get(key) {
-            return Ok(v == Some(value));
-        }
-        Ok(self.segment_get(key, |v| v == Some(value))? == Some(true))
+        self.test(key, |v| v == Some(value))
     }
 
     /// The memtable's entry for `key`: `Some(None)` is a deletion.
@@ -89,10 +86,16 @@ impl<'a> TableView<'a> {
     }
 
     fn contains(&self, key: &[u8]) -> Result<bool> {
-        if let Some(v) = self.mem_get(key) {
-            return Ok(v.is_some());
+        self.test(key, |v| v.is_some())
+    }
+
+    /// `pred` of the entry the transaction sees under `key` (`None`: absent or deleted): the
+    /// memtable's if it has one, as in [`TableView::get`], else the newest segment's.
+    fn test(&self, key: &[u8], pred: impl Fn(Option<&[u8]>) -> bool) -> Result<bool> {
+        match self.mem_get(key) {
+            Some(v) => Ok(pred(v)),
+            None => Ok(self.segment_get(key, &pred)?.unwrap_or_else(|| pred(None))),
         }
-        Ok(self.segment_get(key, |v| v.is_some())? == Some(true))
     }
 
     /// The largest live key before `before`, or the last key if `before` is `None`.
