@@ -106,6 +106,50 @@ pub(crate) enum Kind {
     DirOrSubvolume,
 }
 
+impl Kind {
+    /// Whether an entry of type `found` is of this kind.
+    fn admits(self, found: Found) -> bool {
+        matches!(
+            (self, found),
+            (Kind::File, Found::File)
+                | (Kind::Dir, Found::Dir)
+                | (Kind::Subvolume, Found::Subvolume)
+                | (Kind::DirOrSubvolume, Found::Dir | Found::Subvolume)
+        )
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::File => "a regular file",
+            Kind::Dir => "a directory",
+            Kind::Subvolume => "a subvolume",
+            Kind::DirOrSubvolume => "a directory or a subvolume",
+        }
+    }
+}
+
+/// The type of an entry found on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    Symlink,
+    File,
+    Dir,
+    Subvolume,
+    Special,
+}
+
+impl Found {
+    fn describe(self) -> &'static str {
+        match self {
+            Found::Symlink => "a symlink",
+            Found::File => "a regular file",
+            Found::Dir => "a directory",
+            Found::Subvolume => "a subvolume",
+            Found::Special => "a special file",
+        }
+    }
+}
+
 /// Whether `path` exists (without following a symlink) with the type `kind`; `Ok(false)` if
 /// nothing is there, [`Error::ForeignEntry`] for a symlink or another type.
 pub(crate) fn check_kind(path: &Path, kind: Kind) -> Result<bool> {
@@ -116,31 +160,28 @@ pub(crate) fn check_kind(path: &Path, kind: Kind) -> Result<bool> {
     };
     let ft = meta.file_type();
     let found = if ft.is_symlink() {
-        "a symlink"
+        Found::Symlink
     } else if ft.is_file() {
-        "a regular file"
+        Found::File
     } else if ft.is_dir() {
         match sys::is_subvolume_root(path) {
-            Ok(true) => "a subvolume",
-            Ok(false) => "a directory",
+            Ok(true) => Found::Subvolume,
+            Ok(false) => Found::Dir,
             Err(e) => return Err(Error::io("lstat", path, e)),
         }
     } else {
-        "a special file"
+        Found::Special
     };
-    let want = match kind {
-        Kind::File => "a regular file",
-        Kind::Dir => "a directory",
-        Kind::Subvolume => "a subvolume",
-        Kind::DirOrSubvolume => "a directory or a subvolume",
-    };
-    let dir_like = found == "a directory" || found == "a subvolume";
-    if found == want || (kind == Kind::DirOrSubvolume && dir_like) {
+    if kind.admits(found) {
         Ok(true)
     } else {
         Err(Error::foreign(
             path,
-            format!("it is {found}; butter_db makes {want} there"),
+            format!(
+                "it is {}; butter_db makes {} there",
+                found.describe(),
+                kind.describe()
+            ),
         ))
     }
 }
@@ -345,6 +386,27 @@ mod tests {
         assert_eq!(parse_gen_name("gen-7"), None);
         assert_eq!(parse_gen_name("gen-0000000000000000000x"), None);
         assert!(gen_name(9) < gen_name(10));
+    }
+
+    #[test]
+    fn each_kind_admits_only_its_own_types() {
+        let all = [
+            Found::Symlink,
+            Found::File,
+            Found::Dir,
+            Found::Subvolume,
+            Found::Special,
+        ];
+        let admitted = |kind: Kind| -> Vec<Found> {
+            all.iter().copied().filter(|f| kind.admits(*f)).collect()
+        };
+        assert_eq!(admitted(Kind::File), [Found::File]);
+        assert_eq!(admitted(Kind::Dir), [Found::Dir]);
+        assert_eq!(admitted(Kind::Subvolume), [Found::Subvolume]);
+        assert_eq!(
+            admitted(Kind::DirOrSubvolume),
+            [Found::Dir, Found::Subvolume]
+        );
     }
 
     #[test]
