@@ -56,12 +56,18 @@ const BLOCK_TARGET_BYTES: usize = 16 * 1024;
 
 /// Byte-wise lexicographic comparison (shorter prefix first), as `<[u8]>::cmp`, with a fast
 /// path: the first 8 bytes compared as one big-endian integer, which orders them the same way
-/// and avoids a `memcmp` call for the short keys the slasher uses (6–16 bytes).
+/// and avoids a `memcmp` call for the short keys the slasher uses (6–16 bytes; most are 8,
+/// where the rest is empty and only the lengths are left to compare).
 #[inline]
 pub(crate) fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+    if let (Some((x, a_rest)), Some((y, b_rest))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
         match u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)) {
-            Ordering::Equal => a.get(8..).cmp(&b.get(8..)),
+            Ordering::Equal if a_rest.is_empty() || b_rest.is_empty() => {
+                a_rest.len().cmp(&b_rest.len())
+            }
+            Ordering::Equal => a_rest.cmp(b_rest),
             other => other,
         }
     } else {
@@ -85,8 +91,10 @@ mod builder;
 mod iter;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+use block::partition_near;
 
-pub(crate) use block::{key_prefix, Block};
+pub(crate) use block::{key_prefix, search_prefixed, Block};
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};
 pub(crate) use iter::{Entry, SegmentIter};
 
@@ -126,6 +134,9 @@ pub(crate) struct Segment {
     pub(crate) min_key: Box<[u8]>,
     pub(crate) max_key: Box<[u8]>,
     blocks: Vec<BlockLoc>,
+    /// Each block's first key's [`key_prefix`], for [`search_prefixed`] without reaching into
+    /// `blocks`' boxed keys.
+    first_prefixes: Box<[u64]>,
     cache: Arc<BlockCache>,
 }
 
@@ -278,6 +289,7 @@ impl Segment {
             entries,
             min_key: Box::default(),
             max_key: Box::default(),
+            first_prefixes: blocks.iter().map(|b| key_prefix(&b.first_key)).collect(),
             blocks,
             cache,
         };
@@ -324,10 +336,25 @@ impl Segment {
 
     /// The block that would hold `key`, if any block could.
     fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let n = self
-            .blocks
-            .partition_point(|b| key_cmp(&b.first_key, key).is_le());
+        let n = search_prefixed(&self.first_prefixes, key_prefix(key), |i| {
+            self.blocks
+                .get(i)
+                .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
+        });
         n.checked_sub(1)
+    }
+
+    /// Whether block `i` starts at or before `key`, whose [`key_prefix`] is `prefix` (false
+    /// past the last block).
+    fn starts_at_or_before(&self, i: usize, key: &[u8], prefix: u64) -> bool {
+        match self.first_prefixes.get(i).map(|p| p.cmp(&prefix)) {
+            Some(Ordering::Less) => true,
+            Some(Ordering::Equal) => self
+                .blocks
+                .get(i)
+                .is_some_and(|b| key_cmp(&b.first_key, key).is_le()),
+            Some(Ordering::Greater) | None => false,
+        }
     }
 
     /// Whether `key` is within this segment's key range.
@@ -350,12 +377,9 @@ impl Segment {
             return Ok(None);
         }
         if let Some(h) = hint.as_mut() {
-            let next_first = self.blocks.get(h.block + 1).map(|b| &*b.first_key);
-            let in_block = self
-                .blocks
-                .get(h.block)
-                .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
-                && next_first.is_none_or(|n| key_cmp(key, n).is_lt());
+            let prefix = key_prefix(key);
+            let in_block = self.starts_at_or_before(h.block, key, prefix)
+                && !self.starts_at_or_before(h.block + 1, key, prefix);
             if in_block {
                 let found = h.data.search_from(key, h.expect);
                 h.expect = found.map_or_else(|i| i, |i| i + 1);

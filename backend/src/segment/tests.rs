@@ -142,6 +142,102 @@ fn block_cmp_key_orders_like_byte_slices() {
     }
 }
 
+/// `search_prefixed` finds the same partition point as a scan, whatever the spread of the
+/// prefixes (even, skewed, runs of equal ones) and wherever the probe falls: its guess only
+/// decides where the search starts.
+#[test]
+fn search_prefixed_agrees_with_a_scan() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    for round in 0..2_000 {
+        let n = rng.gen_range(0..300);
+        let mut prefixes: Vec<u64> = (0..n)
+            .map(|_| match round % 4 {
+                0 => rng.gen_range(0..1_000),
+                1 => rng.gen::<u64>(),
+                2 => 1u64 << rng.gen_range(0..64),
+                _ => rng.gen_range(0..4),
+            })
+            .collect();
+        prefixes.sort_unstable();
+        // Among equal prefixes, the keys' order decides: entry i's tie-break key is i.
+        for _ in 0..20 {
+            let probe = match rng.gen_range(0..3) {
+                0 => prefixes
+                    .get(rng.gen_range(0..n.max(1)))
+                    .copied()
+                    .unwrap_or(5),
+                1 => rng.gen::<u64>(),
+                _ => rng.gen_range(0..1_000),
+            };
+            // From any starting guess, in range or past it.
+            let guess = rng.gen_range(0..n + 3);
+            let below = prefixes.iter().filter(|&&p| p < probe).count();
+            assert_eq!(partition_near(&prefixes, guess, |p| p < probe), below);
+            let cut = rng.gen_range(0..=n);
+            let before = |i: usize| i < cut;
+            let want = prefixes
+                .iter()
+                .enumerate()
+                .filter(|&(i, &p)| p < probe || (p == probe && before(i)))
+                .count();
+            assert_eq!(
+                search_prefixed(&prefixes, probe, before),
+                want,
+                "{prefixes:?} probe {probe} cut {cut}"
+            );
+        }
+    }
+}
+
+/// `Block::lower_bound` and `Block::search_from` (from every expected position, the right one
+/// and wrong ones) answer as a scan of the keys does, for keys that share prefixes and keys
+/// of every length around 8 bytes.
+#[test]
+fn block_searches_agree_with_a_scan() {
+    let mut keys: Vec<Vec<u8>> = (0u64..600)
+        .map(|i| (i * 3).to_be_bytes().to_vec())
+        .collect();
+    for i in (0u64..600).step_by(37) {
+        let k = (i * 3).to_be_bytes();
+        keys.push(k[..7].to_vec());
+        keys.push([&k[..], &[0]].concat());
+        keys.push([&k[..], &[0, 9]].concat());
+        keys.push([&k[..], b"a long tail"].concat());
+    }
+    keys.extend([vec![], vec![0], vec![0xff; 9]]);
+    keys.sort();
+    keys.dedup();
+    let entries: Vec<_> = keys
+        .iter()
+        .map(|k| (k.clone(), Some(vec![1u8; 30])))
+        .collect();
+    let (_, blocks) = build(&entries);
+    assert!(blocks.len() > 1, "one block only");
+    let mut probes = keys.clone();
+    probes.extend((0u64..1_900).map(|i| i.to_be_bytes().to_vec()));
+    probes.extend([
+        vec![0; 8],
+        vec![0xff; 8],
+        vec![0xff; 10],
+        vec![1],
+        vec![0, 0],
+    ]);
+    for b in &blocks {
+        let block_keys: Vec<&[u8]> = (0..b.len()).map(|i| b.key(i)).collect();
+        for p in &probes {
+            let ge = block_keys.iter().filter(|k| **k < &p[..]).count();
+            let gt = block_keys.iter().filter(|k| **k <= &p[..]).count();
+            assert_eq!(b.lower_bound(p, true), ge, "{p:?}");
+            assert_eq!(b.lower_bound(p, false), gt, "{p:?}");
+            let want = block_keys.binary_search(&&p[..]);
+            for expect in [0, ge.saturating_sub(1), ge, ge + 1, b.len(), b.len() + 1] {
+                assert_eq!(b.search_from(p, expect), want, "{p:?} from {expect}");
+            }
+        }
+    }
+}
+
 /// A segment larger than a run is written in runs of about `RUN_BYTES` as it is built (the
 /// builder never holds the whole file), and the runs together are the file.
 #[test]
