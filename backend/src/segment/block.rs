@@ -188,7 +188,7 @@ impl Block {
 /// The partition point of a sorted run of keys whose [`key_prefix`]es are `prefixes`: the
 /// number of keys that come before a probe whose prefix is `prefix`. A key with a smaller prefix
 /// comes before it and one with a larger prefix does not, so `before(i)` is asked only of the
-/// keys whose prefix equals `prefix` (none or one, for keys of up to 8 bytes).
+/// keys whose prefix equals `prefix` (one or none among 8-byte keys), by bisection.
 ///
 /// The search starts where `prefix` would be if the prefixes were spread evenly between the
 /// first and the last, as the slasher's keys (validator and chunk indices) are, and steps out
@@ -200,9 +200,8 @@ pub(crate) fn search_prefixed(
     before: impl Fn(usize) -> bool,
 ) -> usize {
     let guess = interpolate(prefixes, prefix);
-    let lo = partition_near(prefixes, guess, |p| p < prefix);
-    let hi = partition_near(prefixes, lo, |p| p <= prefix);
-    let (mut lo, mut hi) = (lo, hi);
+    let mut lo = partition_near(prefixes, guess, |p| p < prefix);
+    let mut hi = partition_near(prefixes, lo, |p| p <= prefix);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if before(mid) {
