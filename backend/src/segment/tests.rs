@@ -12,6 +12,20 @@ fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
     (file.bytes, file.blocks)
 }
 
+/// `keys`, sorted and deduplicated, built into blocks with `value_len`-byte values; more than
+/// one block, so that searches cross block boundaries.
+fn blocks_of(keys: &mut Vec<Vec<u8>>, value_len: usize) -> Vec<Arc<Block>> {
+    keys.sort();
+    keys.dedup();
+    let entries: Vec<_> = keys
+        .iter()
+        .map(|k| (k.clone(), Some(vec![7u8; value_len])))
+        .collect();
+    let (_, blocks) = build(&entries);
+    assert!(blocks.len() > 1, "one block only");
+    blocks
+}
+
 fn write_and_open(bytes: &[u8], entries: u64) -> Result<Segment> {
     write_and_open_with(bytes, entries, 1, Arc::new(BlockCache::new(1 << 20)))
 }
@@ -113,14 +127,7 @@ fn block_cmp_key_orders_like_byte_slices() {
     ];
     // Slasher-like 8-byte keys, enough for several blocks.
     keys.extend((0u64..3_000).map(|i| (i * 7).to_be_bytes().to_vec()));
-    keys.sort();
-    keys.dedup();
-    let entries: Vec<_> = keys
-        .iter()
-        .map(|k| (k.clone(), Some(vec![7u8; 40])))
-        .collect();
-    let (_, blocks) = build(&entries);
-    assert!(blocks.len() > 1, "one block only");
+    let blocks = blocks_of(&mut keys, 40);
     let mut probes = keys.clone();
     probes.extend([
         vec![0, 1],
@@ -206,14 +213,7 @@ fn block_searches_agree_with_a_scan() {
         keys.push([&k[..], b"a long tail"].concat());
     }
     keys.extend([vec![], vec![0], vec![0xff; 9]]);
-    keys.sort();
-    keys.dedup();
-    let entries: Vec<_> = keys
-        .iter()
-        .map(|k| (k.clone(), Some(vec![1u8; 30])))
-        .collect();
-    let (_, blocks) = build(&entries);
-    assert!(blocks.len() > 1, "one block only");
+    let blocks = blocks_of(&mut keys, 30);
     let mut probes = keys.clone();
     probes.extend((0u64..1_900).map(|i| i.to_be_bytes().to_vec()));
     probes.extend([
