@@ -336,10 +336,9 @@ impl Segment {
 
     /// The block that would hold `key`, if any block could.
     fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let n = search_prefixed(&self.first_prefixes, key_prefix(key), |i| {
-            self.blocks
-                .get(i)
-                .is_some_and(|b| key_cmp(&b.first_key, key).is_le())
+        let prefix = key_prefix(key);
+        let n = search_prefixed(&self.first_prefixes, prefix, |i| {
+            self.starts_at_or_before(i, key, prefix)
         });
         n.checked_sub(1)
     }
