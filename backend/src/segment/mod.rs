@@ -91,8 +91,6 @@ mod builder;
 mod iter;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-use block::partition_near;
 
 pub(crate) use block::{key_prefix, search_prefixed, Block};
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};

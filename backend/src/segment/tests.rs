@@ -1,5 +1,6 @@
 //! Unit tests of the segment format.
 
+use super::block::partition_near;
 use super::*;
 
 fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {
