@@ -374,6 +374,82 @@ fn lookups_in_any_order_agree_with_the_entries() {
     }
 }
 
+/// Keys longer than 8 bytes sharing their 8-byte prefixes over many blocks, as the slasher's
+/// 40-byte indexed-attestation keys do, so that the block index breaks its ties on the prefix
+/// by the blocks' first keys (`Segment::block_for`). Lookups in any order and both seeks,
+/// for present keys, absent ones between them and the bare prefixes, agree with a model.
+#[test]
+fn long_keys_sharing_prefixes_agree_with_a_model() {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    use std::collections::BTreeMap;
+    use std::ops::Bound::{Excluded, Unbounded};
+    let key = |prefix: u64, suffix: u32| {
+        let mut k = prefix.to_be_bytes().to_vec();
+        k.extend_from_slice(&[0xab; 28]);
+        k.extend_from_slice(&suffix.to_be_bytes());
+        k
+    };
+    // Four prefixes with 1,500 keys each (even suffixes only).
+    let model: BTreeMap<Vec<u8>, Vec<u8>> = (1..5u64)
+        .flat_map(|p| (0..3000u32).step_by(2).map(move |s| (p, s)))
+        .map(|(p, s)| (key(p, s), vec![s as u8; (s % 40) as usize]))
+        .collect();
+    let entries: Vec<_> = model
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let (bytes, _) = build(&entries);
+    let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
+    let ties = seg
+        .first_prefixes
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .count();
+    assert!(
+        ties > 10,
+        "{ties} blocks start on their predecessor's prefix"
+    );
+
+    let mut probes: Vec<Vec<u8>> = (0..6u64)
+        .flat_map(|p| {
+            let keys = (0..3002u32).map(move |s| key(p, s));
+            std::iter::once(p.to_be_bytes().to_vec()).chain(keys)
+        })
+        .collect();
+    let mut orders = vec![probes.clone()];
+    probes.reverse();
+    orders.push(probes.clone());
+    probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
+    orders.push(probes);
+    let at = |pos: Option<Pos>| pos.map(|p| seg.block(p.block).unwrap().key(p.entry).to_vec());
+    let mut hint = None;
+    for order in orders {
+        for k in order {
+            let got = seg
+                .get_with(&k, &mut hint, |v| v.map(<[u8]>::to_vec))
+                .unwrap();
+            assert_eq!(got, model.get(&k).cloned().map(Some), "get {k:?}");
+            let first = |r: Option<(&Vec<u8>, &Vec<u8>)>| r.map(|(k, _)| k.clone());
+            assert_eq!(
+                at(seg.seek_ge(&k, true).unwrap()),
+                first(model.range(k.clone()..).next()),
+                "seek_ge {k:?}"
+            );
+            assert_eq!(
+                at(seg.seek_ge(&k, false).unwrap()),
+                first(model.range((Excluded(k.clone()), Unbounded)).next()),
+                "seek_gt {k:?}"
+            );
+            assert_eq!(
+                at(seg.seek_lt(Some(&k)).unwrap()),
+                first(model.range(..k.clone()).next_back()),
+                "seek_lt {k:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn rejects_truncation_and_bit_flips() {
     let entries = sample();
