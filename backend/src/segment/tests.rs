@@ -408,7 +408,7 @@ fn long_keys_sharing_prefixes_agree_with_a_model() {
         .count();
     assert!(
         ties > 10,
-        "{ties} blocks start on their predecessor's prefix"
+        "only {ties} blocks start on their predecessor's prefix"
     );
 
     let mut probes: Vec<Vec<u8>> = (0..6u64)
@@ -423,6 +423,7 @@ fn long_keys_sharing_prefixes_agree_with_a_model() {
     probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
     orders.push(probes);
     let at = |pos: Option<Pos>| pos.map(|p| seg.block(p.block).unwrap().key(p.entry).to_vec());
+    let first = |r: Option<(&Vec<u8>, &Vec<u8>)>| r.map(|(k, _)| k.clone());
     let mut hint = None;
     for order in orders {
         for k in order {
@@ -430,7 +431,6 @@ fn long_keys_sharing_prefixes_agree_with_a_model() {
                 .get_with(&k, &mut hint, |v| v.map(<[u8]>::to_vec))
                 .unwrap();
             assert_eq!(got, model.get(&k).cloned().map(Some), "get {k:?}");
-            let first = |r: Option<(&Vec<u8>, &Vec<u8>)>| r.map(|(k, _)| k.clone());
             assert_eq!(
                 at(seg.seek_ge(&k, true).unwrap()),
                 first(model.range(k.clone()..).next()),
