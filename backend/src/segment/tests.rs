@@ -339,12 +339,22 @@ fn round_trip_lookup_and_seek() {
     assert_eq!(n, entries.len());
 }
 
+/// `probes` ascending as given, then descending, then shuffled with `seed`: the orders the
+/// lookup tests ask in (ascending is the case the lookup hint is for).
+fn in_three_orders<T: Clone>(mut probes: Vec<T>, seed: u64) -> [Vec<T>; 3] {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let ascending = probes.clone();
+    probes.reverse();
+    let descending = probes.clone();
+    probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+    [ascending, descending, probes]
+}
+
 /// The lookup finger must not change any answer, whatever order the keys come in: present
 /// and absent keys ascending (the finger's case), descending, and random.
 #[test]
 fn lookups_in_any_order_agree_with_the_entries() {
-    use rand::seq::SliceRandom;
-    use rand::SeedableRng;
     let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0u32..6000)
         .filter(|i| i % 3 != 1)
         .map(|i| {
@@ -356,14 +366,8 @@ fn lookups_in_any_order_agree_with_the_entries() {
         .collect();
     let (bytes, _) = build(&entries);
     let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
-    let mut probes: Vec<u32> = (0..6100).collect();
-    let mut orders = vec![probes.clone()];
-    probes.reverse();
-    orders.push(probes.clone());
-    probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
-    orders.push(probes);
     let mut hint = None;
-    for order in orders {
+    for order in in_three_orders((0..6100u32).collect(), 3) {
         for i in order {
             let got = seg
                 .get_with(&i.to_be_bytes(), &mut hint, |v| v.map(<[u8]>::to_vec))
@@ -380,8 +384,6 @@ fn lookups_in_any_order_agree_with_the_entries() {
 /// for present keys, absent ones between them and the bare prefixes, agree with a model.
 #[test]
 fn long_keys_sharing_prefixes_agree_with_a_model() {
-    use rand::seq::SliceRandom;
-    use rand::SeedableRng;
     use std::collections::BTreeMap;
     use std::ops::Bound::{Excluded, Unbounded};
     let key = |prefix: u64, suffix: u32| {
@@ -411,21 +413,16 @@ fn long_keys_sharing_prefixes_agree_with_a_model() {
         "only {ties} blocks start on their predecessor's prefix"
     );
 
-    let mut probes: Vec<Vec<u8>> = (0..6u64)
+    let probes: Vec<Vec<u8>> = (0..6u64)
         .flat_map(|p| {
             let keys = (0..3002u32).map(move |s| key(p, s));
             std::iter::once(p.to_be_bytes().to_vec()).chain(keys)
         })
         .collect();
-    let mut orders = vec![probes.clone()];
-    probes.reverse();
-    orders.push(probes.clone());
-    probes.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
-    orders.push(probes);
     let at = |pos: Option<Pos>| pos.map(|p| seg.block(p.block).unwrap().key(p.entry).to_vec());
     let first = |r: Option<(&Vec<u8>, &Vec<u8>)>| r.map(|(k, _)| k.clone());
     let mut hint = None;
-    for order in orders {
+    for order in in_three_orders(probes, 5) {
         for k in order {
             let got = seg
                 .get_with(&k, &mut hint, |v| v.map(<[u8]>::to_vec))
