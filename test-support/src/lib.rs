@@ -1,6 +1,8 @@
 //! How every test in the workspace treats a missing capability (a btrfs directory, root, a
 //! tool): outside CI it prints a `SKIP` line that a plain `cargo test` shows and the test
 //! returns early; with `CI=true` the test fails, so CI never passes by skipping.
+//!
+//! Also the clock the fuzz tiers time each input by, [`thread_cpu_time`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,18 @@ pub fn btrfs_base(test: &str) -> Option<PathBuf> {
 /// Whether `path` exists and is on btrfs.
 pub fn is_btrfs(path: &Path) -> bool {
     rustix::fs::statfs(path).is_ok_and(|s| s.f_type as u64 == BTRFS_SUPER_MAGIC)
+}
+
+/// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`). The fuzz tiers bound
+/// each input's decoding by this, not by the wall clock: a decoder that loops is caught all the
+/// same, while a machine busy with other work (a parallel build, the other tests) does not make
+/// a fast input look slow.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// Whether the effective uid is 0 (read from /proc, no FFI).
