@@ -199,7 +199,7 @@ mount_btrfs() {
     local mnt=$WORK/mnt
     chmod 1777 "$mnt"
     export BUTTER_BTRFS_DIR=$mnt
-    log "btrfs: $img on $LOOP_DEV mounted at $mnt ($(stat -f -c %T "$mnt"))"
+    log "btrfs: $img on $LOOP_DEV mounted at $mnt ($(fs_of "$mnt"))"
     if [[ ! -e /sys/fs/btrfs/features/rmdir_subvol ]]; then
         log "warning: kernel lacks rmdir_subvol (Linux < 4.18): unprivileged deletion fails"
     fi
