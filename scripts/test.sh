@@ -9,7 +9,8 @@
 #      (mode 1777, so tests running as an unprivileged user can make their own directories);
 #   4. runs `cargo fmt --check`, `cargo clippy -D warnings` (the workspace, then the adapters
 #      crate once per backend), `cargo test --workspace` (every backend), then the adapters'
-#      tests once per backend alone;
+#      tests once per backend alone, butter's as uid 65534 in a fresh directory of the mount
+#      that must be empty afterwards (every test removes what it made, snapshots included);
 #   5. on exit, whatever happened, unmounts, detaches and deletes only what it created, and
 #      prints the time each phase took.
 # Any failure fails the script. With CI=true a missing capability (root, loop devices, btrfs,
@@ -249,6 +250,44 @@ print_tier_summary() {
     grep -oE 'tier [a-z].*' "$WORK/test-output.log" | sed 's/^/    /' || true
 }
 
+# expect_empty DIR: fails, listing what is there, if the tests left anything in DIR (then
+# removes the empty DIR).
+expect_empty() {
+    local dir=$1 left
+    left=$(find "$dir" -mindepth 1 -maxdepth 2 -printf '%M %u %p\n' | head -40)
+    if [[ -n $left ]]; then
+        log "the tests left these in $dir (each test must remove the databases it made, read-only"
+        log "snapshots included: slasher_adapters::DatabaseDirGuard):"
+        printf '    %s\n' "$left" >&2
+        return 1
+    fi
+    log "nothing left in $dir"
+    rmdir "$dir"
+}
+
+# adapters_butter_as_nobody: the adapters' butter tests as uid 65534 (cargo builds as root and
+# starts each test binary through setpriv, its runner), in a fresh directory of the mount that
+# must be empty afterwards: as their unprivileged owner, the tests remove every database they
+# made, read-only snapshots included.
+adapters_butter_as_nobody() {
+    local dir=$BUTTER_BTRFS_DIR/adapters-butter runner_var
+    mkdir "$dir" && chmod 1777 "$dir" || return
+    runner_var=CARGO_TARGET_$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')_RUNNER
+    env BUTTER_BTRFS_DIR="$dir" "$runner_var=setpriv --reuid=65534 --regid=65534 --clear-groups --" \
+        cargo test -p slasher-adapters --no-default-features --features butter,test-utils || return
+    expect_empty "$dir"
+}
+
+# warn_leftovers: names what the workspace's tests left on the mount (a warning only: the
+# adapters' run above is the one held to an empty directory).
+warn_leftovers() {
+    local left
+    left=$(find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 | head -20)
+    [[ -z $left ]] && return 0
+    log "warning: the workspace's tests left these in $BUTTER_BTRFS_DIR:"
+    printf '    %s\n' "$left" >&2
+}
+
 cargo_steps() {
     local b
     cargo_phase "cargo fmt --check" cargo fmt "${PKG_ARGS[@]/--workspace/--all}" -- --check
@@ -266,8 +305,14 @@ cargo_steps() {
     # points, V violations, T s"); they are collected and repeated at the end of the run.
     cargo_phase "cargo test ${PKG_ARGS[*]} (all backends)" \
         keep_tier_lines cargo test "${PKG_ARGS[@]}" -- --show-output
+    warn_leftovers
     if $ADAPTERS_SELECTED; then
         for b in "${BACKENDS[@]}"; do
+            if [[ $b == butter ]]; then
+                cargo_phase "adapters' butter,test-utils tests as uid 65534, nothing left" \
+                    adapters_butter_as_nobody
+                continue
+            fi
             cargo_phase "cargo test -p slasher-adapters --features $b,test-utils" \
                 cargo test -p slasher-adapters --no-default-features --features "$b,test-utils"
         done

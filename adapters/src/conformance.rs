@@ -45,7 +45,8 @@ use rand_chacha::ChaCha8Rng;
 pub use tempfile::TempDir;
 
 use crate::backend::{Cursor, Environment, Key, RwTransaction};
-use crate::config::{destroy_database_dir, BackendConfig, Durability};
+use crate::cleanup::DatabaseDirGuard;
+use crate::config::{BackendConfig, Durability};
 use crate::error::Error;
 use crate::tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};
 
@@ -85,11 +86,13 @@ pub fn test_config(dir: &TempDir) -> BackendConfig {
 /// One store under test: its directory, environment and table handles.
 #[derive(Debug)]
 pub struct Store<E: Environment> {
-    // Declared before `dir` so the environment is dropped before the directory is deleted.
+    // Declared before `dir` so the environment is dropped before the directory is removed.
     env: Option<E>,
     dbs: OpenDatabases<E::Database>,
     config: BackendConfig,
-    dir: TempDir,
+    /// Removes the store, snapshots included, when the store is dropped (also when a check
+    /// fails): the `TempDir`'s own removal cannot delete a read-only snapshot.
+    dir: DatabaseDirGuard,
 }
 
 impl<E: Environment> Store<E> {
@@ -108,6 +111,9 @@ impl<E: Environment> Store<E> {
     /// # Panics
     /// If opening fails.
     pub fn with_config(dir: TempDir, config: BackendConfig) -> Self {
+        // In charge of the directory before opening: an open that panics half-way through
+        // still has what it made removed.
+        let dir = DatabaseDirGuard::new(dir.keep());
         let env = E::open(&config).expect("Environment::open should succeed");
         let dbs = env
             .create_databases()
@@ -156,16 +162,6 @@ impl<E: Environment> Store<E> {
             .create_databases()
             .expect("create_databases after reopen should succeed");
         self.env = Some(env);
-    }
-}
-
-impl<E: Environment> Drop for Store<E> {
-    /// Closes the environment, then removes the directory with [`destroy_database_dir`]: a
-    /// butter_db store holds read-only snapshots, which the `TempDir`'s own removal cannot delete
-    /// (it would leave them behind silently).
-    fn drop(&mut self) {
-        drop(self.env.take());
-        let _ = destroy_database_dir(self.dir.path());
     }
 }
 
