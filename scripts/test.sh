@@ -253,12 +253,12 @@ print_tier_summary() {
 # expect_empty DIR: fails, listing what is there, if the tests left anything in DIR (then
 # removes the empty DIR).
 expect_empty() {
-    local dir=$1 left
-    left=$(find "$dir" -mindepth 1 -maxdepth 2 -printf '%M %u %p\n' | head -40)
-    if [[ -n $left ]]; then
-        log "the tests left these in $dir (each test must remove the databases it made, read-only"
-        log "snapshots included: slasher_adapters::DatabaseDirGuard):"
-        printf '    %s\n' "$left" >&2
+    local dir=$1 count
+    count=$(find "$dir" -mindepth 1 -maxdepth 1 -printf . | wc -c)
+    if ((count > 0)); then
+        log "the tests left $count entries in $dir (each test must remove the databases it made,"
+        log "read-only snapshots included: slasher_adapters::DatabaseDirGuard); the first ones:"
+        find "$dir" -mindepth 1 -maxdepth 2 -printf '    %M %u %p\n' | sed -n 1,40p >&2
         return 1
     fi
     log "nothing left in $dir"
@@ -281,11 +281,9 @@ adapters_butter_as_nobody() {
 # warn_leftovers: names what the workspace's tests left on the mount (a warning only: the
 # adapters' run above is the one held to an empty directory).
 warn_leftovers() {
-    local left
-    left=$(find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 | head -20)
-    [[ -z $left ]] && return 0
+    [[ -z $(find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 -printf .) ]] && return 0
     log "warning: the workspace's tests left these in $BUTTER_BTRFS_DIR:"
-    printf '    %s\n' "$left" >&2
+    find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 -printf '    %M %u %p\n' | sed -n 1,20p >&2
 }
 
 cargo_steps() {
