@@ -3,7 +3,8 @@
 //! By design.md's sections: `recovery` opens a directory (§1, crash table), `commit` runs the
 //! numbered steps of §3, `gc` deletes old generations (step 7), `compaction` is the merge
 //! policy and `merge` the background merges that carry it out (§3.1). Reads and pins (§2) are
-//! here.
+//! here; the methods that begin transactions and hand out table handles are in `txn.rs`, which
+//! builds on this file (this file does not import it).
 
 mod commit;
 mod compaction;
