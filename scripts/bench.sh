@@ -10,7 +10,7 @@
 #
 # Rows (BENCH_ROWS):
 #   headline (default)  butter@btrfs against lmdb@ext4 (LMDB on its better filesystem, see
-#                       docs/benchmarks.md), then mdbx@ext4 and redb@ext4 if the time budget
+#                       docs/runs/method.md §3), then mdbx@ext4 and redb@ext4 if the time budget
 #                       (BENCH_BUDGET_MIN, default 45 minutes) leaves room for a second pair.
 #   all                 lmdb, mdbx and redb on ext4 and on btrfs, and butter on btrfs.
 #   a list              e.g. BENCH_ROWS=lmdb@btrfs,butter@btrfs

@@ -7,7 +7,17 @@ die() {
     exit 1
 }
 
-fs_of() { stat -f -c %T "$1"; }
+# The filesystem type of the mount holding $1, as the mount table names it (ext4, btrfs,
+# tmpfs...). `stat -f -c %T` is only a fallback: it reads the superblock magic, which ext2,
+# ext3 and ext4 share, so it calls every ext4 mount "ext2/ext3".
+fs_of() {
+    local t
+    t=$(findmnt -n -o FSTYPE --target "$1" 2>/dev/null) && [[ -n $t ]] && {
+        printf '%s\n' "$t"
+        return 0
+    }
+    stat -f -c %T "$1"
+}
 
 is_mounted() { grep -qF " $1 " /proc/mounts; }
 

@@ -20,7 +20,7 @@
 #   SOAK_OUT           report directory (default: $CARGO_TARGET_DIR/soak/<date-time>)
 #   and bench.sh's variables (BENCH_IMAGE_SIZE, BENCH_TMPDIR, BENCH_EXT4_DIR, BENCH_BTRFS_DIR,
 #   BENCH_REPLAY_ARGS for further settings such as --tile-codec).
-# Time on 2 cores at the defaults: about 9 s a batch per row at 1.1M validators (docs/benchmarks.md
+# Time on 2 cores at the defaults: about 9 s a batch per row at 1.1M validators (docs/runs/soak.md
 # §6), so about 2.7 h per pair of rows and 5.5 h in all; with BENCH_REPLAY_ARGS="--tile-codec fast"
 # a pair took 2 h (§6.3).
 set -euo pipefail

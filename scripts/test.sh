@@ -7,9 +7,11 @@
 #   3. creates an 8 GiB sparse image in a temporary directory on the real disk (never tmpfs),
 #      formats it as btrfs, loop-mounts it and exports its mount point as BUTTER_BTRFS_DIR
 #      (mode 1777, so tests running as an unprivileged user can make their own directories);
-#   4. runs `cargo fmt --check`, `cargo clippy -D warnings` (the workspace, then the adapters
+#   4. checks that no two source files import each other (scripts/import_cycles.py), runs
+#      `cargo fmt --check`, `cargo clippy -D warnings` (the workspace, then the adapters
 #      crate once per backend), `cargo test --workspace` (every backend), then the adapters'
-#      tests once per backend alone;
+#      tests once per backend alone, butter's as uid 65534 in a fresh directory of the mount
+#      that must be empty afterwards (every test removes what it made, snapshots included);
 #   5. on exit, whatever happened, unmounts, detaches and deletes only what it created, and
 #      prints the time each phase took.
 # Any failure fails the script. With CI=true a missing capability (root, loop devices, btrfs,
@@ -38,8 +40,8 @@ IN_CI=false
 BACKENDS=(lmdb mdbx redb butter)
 # Debian packages: btrfs-progs (mkfs.btrfs, btrfs), libclang-dev (bindgen for the MDBX
 # binding), build-essential and pkg-config (C parts of LMDB/MDBX), util-linux and mount
-# (losetup, setpriv, mount).
-PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config util-linux mount)
+# (losetup, setpriv, mount), python3 (scripts/import_cycles.py).
+PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config util-linux mount python3)
 LOG_TAG=test.sh
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
@@ -199,7 +201,7 @@ mount_btrfs() {
     local mnt=$WORK/mnt
     chmod 1777 "$mnt"
     export BUTTER_BTRFS_DIR=$mnt
-    log "btrfs: $img on $LOOP_DEV mounted at $mnt ($(stat -f -c %T "$mnt"))"
+    log "btrfs: $img on $LOOP_DEV mounted at $mnt ($(fs_of "$mnt"))"
     if [[ ! -e /sys/fs/btrfs/features/rmdir_subvol ]]; then
         log "warning: kernel lacks rmdir_subvol (Linux < 4.18): unprivileged deletion fails"
     fi
@@ -249,6 +251,42 @@ print_tier_summary() {
     grep -oE 'tier [a-z].*' "$WORK/test-output.log" | sed 's/^/    /' || true
 }
 
+# expect_empty DIR: fails, listing what is there, if the tests left anything in DIR (then
+# removes the empty DIR).
+expect_empty() {
+    local dir=$1 count
+    count=$(find "$dir" -mindepth 1 -maxdepth 1 -printf . | wc -c)
+    if ((count > 0)); then
+        log "the tests left $count entries in $dir (each test must remove the databases it made,"
+        log "read-only snapshots included: slasher_adapters::DatabaseDirGuard); the first ones:"
+        find "$dir" -mindepth 1 -maxdepth 2 -printf '    %M %u %p\n' | sed -n 1,40p >&2
+        return 1
+    fi
+    log "nothing left in $dir"
+    rmdir "$dir"
+}
+
+# adapters_butter_as_nobody: the adapters' butter tests as uid 65534 (cargo builds as root and
+# starts each test binary through setpriv, its runner), in a fresh directory of the mount that
+# must be empty afterwards: as their unprivileged owner, the tests remove every database they
+# made, read-only snapshots included.
+adapters_butter_as_nobody() {
+    local dir=$BUTTER_BTRFS_DIR/adapters-butter runner_var
+    mkdir "$dir" && chmod 1777 "$dir" || return
+    runner_var=CARGO_TARGET_$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')_RUNNER
+    env BUTTER_BTRFS_DIR="$dir" "$runner_var=setpriv --reuid=65534 --regid=65534 --clear-groups --" \
+        cargo test -p slasher-adapters --no-default-features --features butter,test-utils || return
+    expect_empty "$dir"
+}
+
+# warn_leftovers: names what the workspace's tests left on the mount (a warning only: the
+# adapters' run above is the one held to an empty directory).
+warn_leftovers() {
+    [[ -z $(find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 -printf .) ]] && return 0
+    log "warning: the workspace's tests left these in $BUTTER_BTRFS_DIR:"
+    find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 -printf '    %M %u %p\n' | sed -n 1,20p >&2
+}
+
 cargo_steps() {
     local b
     cargo_phase "cargo fmt --check" cargo fmt "${PKG_ARGS[@]/--workspace/--all}" -- --check
@@ -266,8 +304,14 @@ cargo_steps() {
     # points, V violations, T s"); they are collected and repeated at the end of the run.
     cargo_phase "cargo test ${PKG_ARGS[*]} (all backends)" \
         keep_tier_lines cargo test "${PKG_ARGS[@]}" -- --show-output
+    warn_leftovers
     if $ADAPTERS_SELECTED; then
         for b in "${BACKENDS[@]}"; do
+            if [[ $b == butter ]]; then
+                cargo_phase "adapters' butter,test-utils tests as uid 65534, nothing left" \
+                    adapters_butter_as_nobody
+                continue
+            fi
             cargo_phase "cargo test -p slasher-adapters --features $b,test-utils" \
                 cargo test -p slasher-adapters --no-default-features --features "$b,test-utils"
         done
@@ -286,6 +330,7 @@ log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR; $(cargo --version)"
 
 phase "install packages" install_packages
 phase "check capabilities" check_capabilities
+phase "no two source files import each other" python3 scripts/import_cycles.py
 phase "create and mount the btrfs image" mount_btrfs
 if $RUN_CARGO; then
     cargo_steps

@@ -1,10 +1,13 @@
 //! Backend selection and the storage part of the slasher's configuration.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::error::Error;
+
+/// Re-exported where it used to live: removing a database directory is [`crate::cleanup`]'s.
+pub use crate::cleanup::destroy_database_dir;
 
 /// Lighthouse's default `max_db_size_mbs` (512 GiB).
 pub const DEFAULT_MAX_DB_SIZE_MBS: usize = 512 * 1024;
@@ -89,23 +92,6 @@ impl DatabaseBackend {
                 feature: self.cargo_feature(),
             })
         }
-    }
-}
-
-/// Remove a database directory made by any backend compiled into this build, and everything in
-/// it; `Ok` if it does not exist. A butter_db directory holds read-only btrfs snapshots, which a
-/// plain recursive removal cannot delete: they are deleted first with butter_db's own deletion
-/// (also as their unprivileged owner). What cannot be removed is reported by the recursive
-/// removal's error.
-///
-/// # Errors
-/// The error of the recursive removal.
-pub fn destroy_database_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(feature = "butter")]
-    crate::butter::delete_subvolumes_in(dir);
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
     }
 }
 

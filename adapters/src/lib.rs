@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod cleanup;
 pub mod config;
 pub mod error;
 pub mod slasher;
@@ -64,6 +65,7 @@ pub mod redb;
 pub mod conformance;
 
 pub use backend::{CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
+pub use cleanup::{destroy_database_dir, DatabaseDirGuard};
 pub use config::{BackendConfig, DatabaseBackend, Durability};
 pub use error::Error;
 pub use tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};

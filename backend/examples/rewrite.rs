@@ -1,6 +1,6 @@
 //! Micro-benchmark of the commit of a slasher cold start: every transaction reads and
 //! rewrites every key of one table, as each batch of the slasher's first epoch rewrites every
-//! tile (docs/benchmarks.md §4.1.1). Prints, per commit, where its time goes (`CommitInfo`).
+//! tile (docs/runs/history-4096.md §4.1.1). Prints, per commit, where its time goes (`CommitInfo`).
 //!
 //! ```sh
 //! cargo run --release -p butter_db --example rewrite -- BTRFS_DIR [KEYS [ROUNDS]]

@@ -25,6 +25,41 @@ impl TableHandle {
     }
 }
 
+/// The transactions and table handles of an environment: `env/mod.rs` knows nothing of them
+/// (it hands out its writer lock and pinned versions), so the two files do not import each
+/// other.
+impl Env {
+    /// The handle of an existing table, or `None`.
+    pub fn table(&self, name: &str) -> Option<TableHandle> {
+        self.table_index(name).map(|i| TableHandle::new(self.id, i))
+    }
+
+    /// Open a table, creating it (in its own commit) if it does not exist.
+    ///
+    /// # Errors
+    /// Commit errors.
+    pub fn create_table(&self, name: &str) -> Result<TableHandle> {
+        let mut txn = self.begin_write()?;
+        let t = txn.create_table(name)?;
+        txn.commit()?;
+        Ok(t)
+    }
+
+    /// Begin the write transaction; blocks while another one is open.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] after a failed commit.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        let guard = self.lock_writer()?;
+        Ok(WriteTxn::new(self, guard, self.current_version()))
+    }
+
+    /// Begin a read transaction pinned to the newest committed generation.
+    pub fn begin_read(&self) -> ReadTxn<'_> {
+        ReadTxn::new(self, self.pin_current_version())
+    }
+}
+
 /// A transaction's lookup hints: per table, one per segment of the table in the transaction's
 /// version, in the same order ([`BlockHint`]).
 type Hints = Vec<RefCell<Vec<Option<BlockHint>>>>;

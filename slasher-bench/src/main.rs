@@ -60,7 +60,7 @@ enum Command {
     Clean(slasher_bench::clean::CleanArgs),
     /// Weeks of chain: generate a chain that wraps a short slasher history several times and
     /// replay it with samples of size, extents, snapshots, metadata and RSS (see
-    /// docs/benchmarks.md).
+    /// docs/runs/soak.md §6).
     Soak(slasher_bench::soak::SoakArgs),
     /// Turn a replay through Lighthouse's own slasher (the CSV of scripts/lighthouse.sh's runner)
     /// into a report row `lighthouse:<backend>@<fs>`, which `report` merges beside the port's

@@ -18,7 +18,7 @@
 use flate2::{Decompress, FlushDecompress, Status};
 use std::collections::{BTreeMap, HashSet};
 
-use super::config::Config;
+use super::config::{Config, TileCodecKind};
 use super::database::get_attestation_for_validator;
 use super::error::Error;
 use super::keys::{chunk_key, decode_epoch, encode_epoch, validator_key};
@@ -233,41 +233,6 @@ impl Chunk {
 /// batch of the first epoch rewrites ~427k tiles) level 6 spent half the replay's CPU in lazy
 /// matching; level 1 is several times faster for tiles a few percent larger on real data.
 pub const TILE_COMPRESSION_LEVEL: i32 = 1;
-
-/// How tiles are compressed and inflated. Both write plain zlib streams of the same bincode
-/// bytes, which either reads (zlib output is not canonical, `docs/background.md` §1.2, and
-/// Lighthouse only ever inflates it), so the choice changes cost and size, never the contents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub enum TileCodecKind {
-    /// What Lighthouse does, cost included: bincode, then a new flate2 `ZlibEncoder` at
-    /// `Compression::default()` (C zlib, level 6) for every tile written; for every tile read,
-    /// bincode reading cell by cell from a new streaming `ZlibDecoder` (an inflate call per
-    /// cell, as in Lighthouse's `bincode::deserialize_from`). The bytes are the ones Lighthouse
-    /// would store.
-    #[default]
-    Lighthouse,
-    /// libdeflate at level [`TILE_COMPRESSION_LEVEL`] with state reused across tiles, whole
-    /// buffers at once: several times cheaper, a few percent larger tiles.
-    Fast,
-}
-
-impl TileCodecKind {
-    /// Both codecs.
-    pub const ALL: [TileCodecKind; 2] = [TileCodecKind::Lighthouse, TileCodecKind::Fast];
-
-    /// `lighthouse` or `fast`.
-    pub fn name(self) -> &'static str {
-        match self {
-            TileCodecKind::Lighthouse => "lighthouse",
-            TileCodecKind::Fast => "fast",
-        }
-    }
-
-    /// The codec named `name` (as [`TileCodecKind::name`] spells it).
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
 
 /// Reusable state for encoding and decoding tiles with one [`TileCodecKind`]. Whatever the
 /// kind, a stream that inflates to more than a tile (someone else's writer) is read with

@@ -12,9 +12,7 @@
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
-use super::array::TileCodecKind;
+use super::disk_config::DiskConfig;
 use super::error::Error;
 use crate::config::{BackendConfig, DatabaseBackend, Durability, DEFAULT_MAX_DB_SIZE_MBS};
 
@@ -69,16 +67,39 @@ pub struct Config {
     pub tile_codec: TileCodecKind,
 }
 
-/// The part of the configuration that fixes the on-disk layout, stored in `metadata[0x01]` as
-/// bincode: three `usize` fields, each a u64 LE, 24 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiskConfig {
-    /// C.
-    pub chunk_size: usize,
-    /// K.
-    pub validator_chunk_size: usize,
-    /// H.
-    pub history_length: usize,
+/// How tiles are compressed and inflated. Both write plain zlib streams of the same bincode
+/// bytes, which either reads (zlib output is not canonical, `docs/background.md` §1.2, and
+/// Lighthouse only ever inflates it), so the choice changes cost and size, never the contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum TileCodecKind {
+    /// What Lighthouse does, cost included: bincode, then a new flate2 `ZlibEncoder` at
+    /// `Compression::default()` (C zlib, level 6) for every tile written; for every tile read,
+    /// bincode reading cell by cell from a new streaming `ZlibDecoder` (an inflate call per
+    /// cell, as in Lighthouse's `bincode::deserialize_from`). The bytes are the ones Lighthouse
+    /// would store.
+    #[default]
+    Lighthouse,
+    /// libdeflate at level [`TILE_COMPRESSION_LEVEL`](super::array::TILE_COMPRESSION_LEVEL) with state reused across tiles, whole
+    /// buffers at once: several times cheaper, a few percent larger tiles.
+    Fast,
+}
+
+impl TileCodecKind {
+    /// Both codecs.
+    pub const ALL: [TileCodecKind; 2] = [TileCodecKind::Lighthouse, TileCodecKind::Fast];
+
+    /// `lighthouse` or `fast`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TileCodecKind::Lighthouse => "lighthouse",
+            TileCodecKind::Fast => "fast",
+        }
+    }
+
+    /// The codec named `name` (as [`TileCodecKind::name`] spells it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
 }
 
 impl Config {

@@ -18,9 +18,11 @@ use super::types::{
     AttesterSlashing, Hash256, IndexedAttestation, ProposerSlashing, SignedBeaconBlockHeader,
     SLOTS_PER_EPOCH,
 };
-use super::CURRENT_SCHEMA_VERSION;
 use crate::backend::{Cursor, RwTransaction};
 use crate::tables::OpenDatabases;
+
+/// The schema version this code reads and writes (Lighthouse's `CURRENT_SCHEMA_VERSION`).
+pub const CURRENT_SCHEMA_VERSION: u64 = 3;
 
 /// Id → attestation data root.
 pub(crate) type RootCache = LruCache<u64, Hash256>;

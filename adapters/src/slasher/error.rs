@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::config::DiskConfig;
+use super::disk_config::DiskConfig;
 
 /// An error from the slasher's batch logic, its encodings or its storage.
 ///

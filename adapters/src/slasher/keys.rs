@@ -14,7 +14,7 @@
 
 use ssz::{Decode, Encode};
 
-use super::config::DiskConfig;
+use super::disk_config::DiskConfig;
 use super::error::Error;
 use super::types::{Hash256, IndexedAttestation, SignedBeaconBlockHeader};
 

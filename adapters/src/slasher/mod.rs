@@ -40,6 +40,7 @@ pub mod array;
 pub mod batch_stats;
 pub mod config;
 mod database;
+mod disk_config;
 pub mod error;
 pub mod keys;
 pub mod records;
@@ -53,9 +54,10 @@ use std::time::Instant;
 use lru::LruCache;
 use parking_lot::Mutex;
 
-pub use array::TileCodecKind;
 pub use batch_stats::{AttestationStats, BatchStats, BatchTimings, BlockStats, PruneStats};
-pub use config::{Config, DiskConfig};
+pub use config::{Config, TileCodecKind};
+pub use database::CURRENT_SCHEMA_VERSION;
+pub use disk_config::DiskConfig;
 pub use error::Error;
 pub use records::AttesterRecord;
 pub use types::{
@@ -70,9 +72,6 @@ use records::{classify, AttestationBatch, AttestationQueue, BlockQueue, Validity
 
 use crate::backend::{Environment, RwTransaction};
 use crate::tables::OpenDatabases;
-
-/// The schema version this code reads and writes (Lighthouse's `CURRENT_SCHEMA_VERSION`).
-pub const CURRENT_SCHEMA_VERSION: u64 = 3;
 
 /// A slasher over one storage environment.
 ///

@@ -13,7 +13,7 @@ use slasher_adapters::slasher::{
     AttestationData, AttesterSlashing, BeaconBlockHeader, Checkpoint, Config, Hash256,
     IndexedAttestation, SignedBeaconBlockHeader, Slasher,
 };
-use slasher_adapters::{BackendConfig, Error, OpenDatabases, MAX_NUM_DBS};
+use slasher_adapters::{BackendConfig, DatabaseDirGuard, Error, OpenDatabases, MAX_NUM_DBS};
 use tempfile::TempDir;
 
 type Table = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -198,7 +198,9 @@ pub fn backend_dir(backend: &str) -> Option<TempDir> {
 /// One test's context on one backend: a temporary directory handing out fresh database paths.
 #[derive(Debug)]
 pub struct TestCtx {
-    dir: TempDir,
+    /// Removes the test's databases, snapshots included, when the test ends or fails: the
+    /// `TempDir`'s own removal cannot delete a butter_db database's read-only snapshots.
+    dir: DatabaseDirGuard,
     /// The backend's name.
     pub backend: &'static str,
     next: Mutex<u32>,
@@ -221,26 +223,13 @@ impl TestCtx {
     }
 }
 
-impl Drop for TestCtx {
-    /// Removes each database the test made with `destroy_database_dir`: a butter_db database
-    /// holds read-only snapshots, which the `TempDir`'s own removal cannot delete (it would leave
-    /// them behind silently).
-    fn drop(&mut self) {
-        if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
-            for entry in entries.flatten() {
-                let _ = slasher_adapters::config::destroy_database_dir(&entry.path());
-            }
-        }
-    }
-}
-
 /// Run `test` on backend `E` in a fresh temporary directory (or skip, for butter without btrfs).
 pub fn run<E: Environment>(test: fn(&TestCtx)) {
     let Some(dir) = backend_dir(E::NAME) else {
         return;
     };
     let ctx = TestCtx {
-        dir,
+        dir: DatabaseDirGuard::new(dir.keep()),
         backend: E::NAME,
         next: Mutex::new(0),
     };

@@ -3,7 +3,8 @@
 //! By design.md's sections: `recovery` opens a directory (§1, crash table), `commit` runs the
 //! numbered steps of §3, `gc` deletes old generations (step 7), `compaction` is the merge
 //! policy and `merge` the background merges that carry it out (§3.1). Reads and pins (§2) are
-//! here.
+//! here; the methods that begin transactions and hand out table handles are in `txn.rs`, which
+//! builds on this file (this file does not import it).
 
 mod commit;
 mod compaction;
@@ -19,14 +20,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nix::fcntl::Flock;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::root::LOCK_FILE;
 use crate::segment::{self, Segment};
-use crate::txn::{ReadTxn, TableHandle, WriteTxn};
 
 use merge::MergeJob;
 
@@ -196,9 +196,10 @@ pub(crate) struct WriterState {
 
 /// An open database.
 ///
-/// Thread-safe: share it by reference or in an `Arc`. One [`WriteTxn`] at a time
-/// (`begin_write` blocks while another is open); any number of [`ReadTxn`]s, each pinned to the
-/// generation that was newest when it began.
+/// Thread-safe: share it by reference or in an `Arc`. One [`WriteTxn`](crate::WriteTxn) at a
+/// time (`begin_write` blocks while another is open); any number of
+/// [`ReadTxn`](crate::ReadTxn)s, each pinned to the generation that was newest when it began.
+/// The methods that begin transactions and hand out table handles are in `txn.rs`.
 #[derive(Debug)]
 pub struct Env {
     pub(crate) id: u64,
@@ -292,24 +293,14 @@ impl Env {
         self.poisoned.load(Ordering::Acquire)
     }
 
-    /// The handle of an existing table, or `None`.
-    pub fn table(&self, name: &str) -> Option<TableHandle> {
-        let v = self.current.read();
-        v.tables
+    /// The index of an existing table in the newest version, or `None` (`Env::table` in
+    /// `txn.rs` makes it a handle).
+    pub(crate) fn table_index(&self, name: &str) -> Option<usize> {
+        self.current
+            .read()
+            .tables
             .iter()
             .position(|t| t.name == name)
-            .map(|i| TableHandle::new(self.id, i))
-    }
-
-    /// Open a table, creating it (in its own commit) if it does not exist.
-    ///
-    /// # Errors
-    /// Commit errors.
-    pub fn create_table(&self, name: &str) -> Result<TableHandle> {
-        let mut txn = self.begin_write()?;
-        let t = txn.create_table(name)?;
-        txn.commit()?;
-        Ok(t)
     }
 
     /// After a commit: `version`, the transaction's base, usually holds the last references
@@ -324,20 +315,20 @@ impl Env {
         self.current.read().clone()
     }
 
-    /// Begin the write transaction; blocks while another one is open.
+    /// The writer lock, for `Env::begin_write` (`txn.rs`); blocks while another writer holds it.
     ///
     /// # Errors
     /// [`Error::Poisoned`] after a failed commit.
-    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+    pub(crate) fn lock_writer(&self) -> Result<MutexGuard<'_, WriterState>> {
         let guard = self.writer.lock();
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        Ok(WriteTxn::new(self, guard, self.current_version()))
+        Ok(guard)
     }
 
-    /// Begin a read transaction pinned to the newest committed generation.
-    pub fn begin_read(&self) -> ReadTxn<'_> {
+    /// The newest committed version, pinned for `Env::begin_read` (`txn.rs`).
+    pub(crate) fn pin_current_version(&self) -> Arc<Version> {
         // Pin while `current` is still read-locked: a commit cannot publish a newer
         // generation (and hand this one to garbage collection) between the read and the pin.
         let current = self.current.read();
@@ -348,7 +339,7 @@ impl Env {
         *self.pins.lock().entry(current.generation).or_insert(0) += 1;
         let version = current.clone();
         drop(current);
-        ReadTxn::new(self, version)
+        version
     }
 
     /// Test-only (feature `testing`): the next [`Env::begin_read`] calls `hook` after it has

@@ -457,6 +457,7 @@ mod cli;
 mod gate;
 mod render;
 mod scale;
+mod table;
 #[cfg(test)]
 mod tests;
 

@@ -1,5 +1,7 @@
 //! Renderings of a report: `report.json`, `batches.csv`, `report.md` and the terminal summary.
 
+use super::scale::render_scale;
+use super::table::{baseline, mib, opt_mib, phase_batches, ratio};
 use super::*;
 
 // ---- rendering -------------------------------------------------------------------------------
@@ -88,30 +90,6 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// The LMDB row a row is compared with: LMDB replayed by the same slasher (the port, or the
-/// same client) on the same filesystem if present in the group, else on any filesystem.
-pub(super) fn baseline<'a>(
-    row: &BackendResult,
-    group: &[(usize, &'a BackendResult)],
-) -> Option<&'a BackendResult> {
-    let lmdb = || {
-        group
-            .iter()
-            .map(|(_, r)| *r)
-            .filter(|r| r.backend == "lmdb" && r.durable && r.client == row.client)
-    };
-    lmdb()
-        .find(|r| r.filesystem == row.filesystem)
-        .or_else(|| lmdb().next())
-}
-
-pub(super) fn ratio(value: f64, base: Option<f64>) -> String {
-    match base {
-        Some(b) if b > 0.0 => format!("{:.2}×", value / b),
-        _ => "–".into(),
-    }
-}
-
 /// `part` as a whole percentage of `whole`; "–" if `whole` is not positive.
 fn percent(part: f64, whole: f64) -> String {
     if whole > 0.0 {
@@ -119,14 +97,6 @@ fn percent(part: f64, whole: f64) -> String {
     } else {
         "–".into()
     }
-}
-
-pub(super) fn mib(bytes: u64) -> String {
-    format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
-}
-
-pub(super) fn opt_mib(bytes: Option<u64>) -> String {
-    bytes.map_or_else(|| "n/m".into(), mib)
 }
 
 /// `value`, or `n/m` for a client's row, which does not measure it.
@@ -270,7 +240,7 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
             let _ = writeln!(s, "![{}]({file})\n", chart.title);
         }
     }
-    super::scale::render_scale(&mut s, report);
+    render_scale(&mut s, report);
     for (i, run) in report.runs.iter().enumerate() {
         render_run_details(&mut s, i, run);
     }
@@ -326,17 +296,6 @@ pub struct PhaseTimes {
     pub storage_median_ms: f64,
     /// Sum of storage time, s.
     pub storage_total_s: f64,
-}
-
-/// A row's batches in `phase`, in order.
-pub(super) fn phase_batches(row: &BackendResult, phase: Phase) -> Vec<&BatchRecord> {
-    let Some(first) = row.batches.first().map(|b| b.current_epoch) else {
-        return Vec::new();
-    };
-    row.batches
-        .iter()
-        .filter(|b| Phase::of_offset(b.current_epoch.saturating_sub(first)) == phase)
-        .collect()
 }
 
 /// A row's times in `phase`; `None` if the row has no batch in it.

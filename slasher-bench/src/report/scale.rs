@@ -2,7 +2,7 @@
 //! report per count). Rows are grouped by settings (codec, history, chunks) and only compared
 //! with an LMDB row of the same validator count and settings.
 
-use super::render::{baseline, mib, opt_mib, phase_batches, ratio};
+use super::table::{baseline, mib, opt_mib, phase_batches, ratio};
 use super::{phase_times, BackendResult, Phase, Report};
 use crate::measure::Summary;
 use std::collections::BTreeMap;

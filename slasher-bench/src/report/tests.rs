@@ -1,9 +1,10 @@
 //! Unit tests of the report: gate, phases, soak trend, rendering.
 
 use super::render::{
-    baseline, phase_clock, phase_commits, ratio, render_client_pairs, render_clock,
-    render_commit_parts, render_cpu, render_csv, render_phases, render_soak,
+    phase_clock, phase_commits, render_client_pairs, render_clock, render_commit_parts, render_cpu,
+    render_csv, render_phases, render_soak,
 };
+use super::table::{baseline, ratio};
 use super::*;
 
 fn row(name: &str, backend: &str, fs: &str, digests: &[Option<&str>]) -> BackendResult {
