@@ -5,7 +5,7 @@
 //! is a btrfs transaction commit), so `Durability::Eventual` is accepted and ignored.
 //! `max_db_size_mbs` is ignored: the store grows with the filesystem.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -38,15 +38,6 @@ pub struct RwTransaction<'env> {
 #[derive(Debug)]
 pub struct Cursor<'txn, 'env> {
     cursor: butter_db::Cursor<'txn, 'env>,
-}
-
-/// Deletes the btrfs subvolumes directly in `dir` (a butter_db database's `live/` and its
-/// read-only `gen-N`) with butter_db's own deletion, so that the directory can then be removed
-/// like any other; `rm -rf` cannot delete a read-only snapshot. Anything that is not a
-/// subvolume is left alone, and failures are ignored: what is left makes the caller's removal
-/// of `dir` fail with its own error.
-pub(crate) fn delete_subvolumes_in(dir: &Path) {
-    let _ = butter_db::fs::BtrfsFs.delete_subvolumes_in(dir);
 }
 
 impl Environment {

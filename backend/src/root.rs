@@ -335,6 +335,71 @@ pub(crate) fn scan(root: &Path) -> Result<RootScan> {
     Ok(scan)
 }
 
+/// Whether a process holds the writer's lock of the database in `dir` (`flock` on its
+/// `butter.lock`, tried without waiting and released at once). `false` if there is no lock
+/// file, or if it is a symlink or not a regular file (which the engine never opens).
+///
+/// # Errors
+/// The lock file exists but cannot be opened or locked for another reason.
+pub fn lock_held(dir: &Path) -> std::io::Result<bool> {
+    let path = dir.join(LOCK_FILE);
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Ok(false);
+    }
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(_released_on_drop) => Ok(false),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, e)) => Err(e.into()),
+    }
+}
+
+/// Whether `dir` holds what a butter_db database leaves when the rest was removed (e.g. by
+/// `rm -rf`, which cannot delete read-only snapshots): only the engine's names, and at least
+/// one `live` or `gen-N` subvolume that carries the engine's identity file. Looks, touches
+/// nothing; never follows a symlink.
+pub fn holds_only_database_remains(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut carries_identity = false;
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        let path = entry.path();
+        let (subvolume, plain) = match name {
+            LIVE_DIR => (true, false),
+            _ if parse_gen_name(name).is_some() => (true, false),
+            COMPACT_DIR => (false, check_kind(&path, Kind::Dir).unwrap_or(false)),
+            ID_FILE | ID_TMP_FILE | LOCK_FILE => {
+                (false, check_kind(&path, Kind::File).unwrap_or(false))
+            }
+            _ => (false, false),
+        };
+        if subvolume {
+            if !check_kind(&path, Kind::Subvolume).unwrap_or(false) {
+                return false;
+            }
+            carries_identity |= matches!(read_id(&path.join(ID_FILE)), Ok(Some(_)));
+        } else if !plain {
+            return false;
+        }
+    }
+    carries_identity
+}
+
 /// Whether `name` is a background merge's output (`<16 hex digits>.seg`).
 fn is_merge_output(name: &str) -> bool {
     name.strip_suffix(".seg").is_some_and(|stem| {
