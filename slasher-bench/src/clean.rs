@@ -157,10 +157,11 @@ impl DbDir {
         Ok(dir)
     }
 
-    /// A path that reaches the directory through `handle` (`/proc/self/fd/N`), so that the
-    /// backends, which open paths, never look its name up again.
+    /// A path that reaches the directory through `handle` (`/proc/self/fd/N/.`: the
+    /// directory itself, not the link to it), so that the backends, which open paths, never
+    /// look its name up again.
     pub fn path_through(handle: &OwnedFd) -> PathBuf {
-        PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        PathBuf::from(format!("/proc/self/fd/{}/.", handle.as_raw_fd()))
     }
 
     /// Delete the directory and everything in it, read-only btrfs snapshots included (see the
