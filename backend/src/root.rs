@@ -410,14 +410,12 @@ fn is_merge_output(name: &str) -> bool {
     })
 }
 
-/// Creates `compact/` if missing (mode `dir_mode`), or deletes the merge outputs an earlier
-/// process left there. Anything else there (another name, a symlink, a directory) is
-/// [`Error::ForeignEntry`] and nothing is deleted.
-pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Result<()> {
+/// The background merge outputs an earlier process left in `compact/` (`None` if there is no
+/// `compact/`). Anything else there (another name, a symlink, a directory) is
+/// [`Error::ForeignEntry`]. Touches nothing.
+pub(crate) fn compact_outputs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
     if !check_kind(dir, Kind::Dir)? {
-        return fs
-            .create_dir(dir, dir_mode)
-            .map_err(|e| Error::io("create directory", dir, e));
+        return Ok(None);
     }
     let mut ours = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
@@ -433,6 +431,38 @@ pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Resul
         }
         ours.push(path);
     }
+    Ok(Some(ours))
+}
+
+/// Checks that `live/` holds nothing but files: it is discarded at open (it holds only
+/// uncommitted state, all of it files the engine wrote), and a directory or a nested subvolume
+/// there is somebody else's, [`Error::ForeignEntry`], never deleted with it. Touches nothing.
+pub(crate) fn check_live_contents(live: &Path) -> Result<()> {
+    let rd = std::fs::read_dir(live).map_err(|e| Error::io("list", live, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", live, e))?;
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("lstat", &path, e))?;
+        if meta.is_dir() {
+            return Err(Error::foreign(
+                path,
+                "live/ holds only files butter_db writes; a directory or subvolume there is \
+                 not its own and is not deleted with live/",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Creates `compact/` if missing (mode `dir_mode`), or deletes the merge outputs an earlier
+/// process left there. Anything else there (another name, a symlink, a directory) is
+/// [`Error::ForeignEntry`] and nothing is deleted.
+pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Result<()> {
+    let Some(ours) = compact_outputs(dir)? else {
+        return fs
+            .create_dir(dir, dir_mode)
+            .map_err(|e| Error::io("create directory", dir, e));
+    };
     for path in ours {
         fs.remove_file(&path)
             .map_err(|e| Error::io("unlink", &path, e))?;

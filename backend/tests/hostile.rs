@@ -407,3 +407,45 @@ fn leftover_identity_tmp() {
     assert!(db.join("butter.id").is_file() && !db.join("butter.id.tmp").exists());
     drop(env);
 }
+
+/// Issue 47: open checks everything before it changes anything. A foreign file in `compact/`
+/// is refused before `live/` is discarded (an uncommitted file in `live/` is still there), and
+/// a nested subvolume or a directory put into `live/` is refused, not deleted with it.
+#[test]
+fn open_checks_everything_before_discarding_live() {
+    let Some(dir) = common::btrfs_dir("hostile_open_order") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    make_db(&db, 3);
+    let live = db.join("live");
+    let probe = live.join("uncommitted-probe");
+    std::fs::write(&probe, b"not committed").unwrap();
+
+    let foreign = db.join("compact").join("notes.txt");
+    std::fs::write(&foreign, b"somebody's").unwrap();
+    assert_foreign(Env::open_path(&db), &foreign);
+    assert!(probe.exists(), "live/ was discarded before compact/ was checked");
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"somebody's");
+    std::fs::remove_file(&foreign).unwrap();
+
+    let nested = live.join("nested");
+    BtrfsFs.create_subvolume(&nested).unwrap();
+    std::fs::write(nested.join("data"), b"keep").unwrap();
+    assert_foreign(Env::open_path(&db), &nested);
+    assert_eq!(std::fs::read(nested.join("data")).unwrap(), b"keep");
+    assert!(probe.exists(), "live/ was discarded although it was refused");
+    BtrfsFs.delete_subvolume(&nested).unwrap();
+
+    let plain = live.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("data"), b"keep").unwrap();
+    assert_foreign(Env::open_path(&db), &plain);
+    assert_eq!(std::fs::read(plain.join("data")).unwrap(), b"keep");
+    std::fs::remove_dir_all(&plain).unwrap();
+
+    // With only files left in live/, open discards them and the data is all there.
+    let env = Env::open_path(&db).expect("open after the foreign entries were removed");
+    assert!(!probe.exists(), "the uncommitted file survived the open");
+    assert_eq!(read_all(&env).len(), 3);
+}

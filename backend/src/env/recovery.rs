@@ -70,9 +70,14 @@ impl Env {
             }
             Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
         };
-        // Everything by our names is checked before anything is touched.
+        // Everything by our names is checked before anything is touched: the entries, what
+        // `compact/` holds, and that `live/` (discarded below) holds nothing but files.
         let scan = root::scan(&root)?;
         let live = root.join(LIVE_DIR);
+        root::compact_outputs(&root.join(COMPACT_DIR))?;
+        if scan.live {
+            root::check_live_contents(&live)?;
+        }
         let id = match scan.id {
             Some(id) => id,
             None => root::create_id(&*fs, &root, file_mode)?,
