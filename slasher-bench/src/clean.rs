@@ -5,14 +5,22 @@
 //! inside its `--db-dir` and writes a marker file [`MARKER`] into it before the backend opens
 //! it. `clean` removes a directory only if both hold: its name has that form (with a known
 //! backend name and decimal pid and time) and it holds the marker, a regular file whose content
-//! names slasher-bench. Anything else is left alone; a DIR that is not such a database and
-//! holds none is refused with an error.
+//! names slasher-bench (or, for butter, its marker is gone but it holds only the engine's
+//! entries with the engine's identity: what `rm -rf` leaves). Anything else is left alone.
 //!
 //! butter_db keeps its generations in read-only btrfs snapshots, which `rm -rf` cannot delete
 //! (`EROFS`, or `EPERM` for a user without `user_subvol_rm_allowed`). Removal deletes every
 //! subvolume in the database with butter_db's own deletion first
 //! (`BtrfsFs::delete_subvolume_reporting`: as root the subvolume ioctl; as the unprivileged owner
 //! it clears the read-only flag, empties the subvolume and removes it), then the rest.
+//!
+//! Removal never goes through a path someone else can change: [`DbDir`] holds the database's
+//! parent directory open with the database's name and identity (device, inode), and removes it
+//! relative to that handle, refusing ([`DbReplaced`]) a name that leads to a symlink or another
+//! directory now; below it, everything is reached through handles without following symlinks.
+//! `clean` skips a database still in use (butter_db's lock held, or the process named in the
+//! directory's name running since before the run started) and says so; a DIR with nothing to
+//! clean is not an error.
 
 use anyhow::{bail, Context};
 use rustix::fs::{Mode, OFlags};
