@@ -425,7 +425,10 @@ fn open_checks_everything_before_discarding_live() {
     let foreign = db.join("compact").join("notes.txt");
     std::fs::write(&foreign, b"somebody's").unwrap();
     assert_foreign(Env::open_path(&db), &foreign);
-    assert!(probe.exists(), "live/ was discarded before compact/ was checked");
+    assert!(
+        probe.exists(),
+        "live/ was discarded before compact/ was checked"
+    );
     assert_eq!(std::fs::read(&foreign).unwrap(), b"somebody's");
     std::fs::remove_file(&foreign).unwrap();
 
@@ -434,7 +437,10 @@ fn open_checks_everything_before_discarding_live() {
     std::fs::write(nested.join("data"), b"keep").unwrap();
     assert_foreign(Env::open_path(&db), &nested);
     assert_eq!(std::fs::read(nested.join("data")).unwrap(), b"keep");
-    assert!(probe.exists(), "live/ was discarded although it was refused");
+    assert!(
+        probe.exists(),
+        "live/ was discarded although it was refused"
+    );
     BtrfsFs.delete_subvolume(&nested).unwrap();
 
     let plain = live.join("plain");
