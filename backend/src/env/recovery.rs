@@ -160,14 +160,12 @@ impl Env {
         for t in &manifest.tables {
             let mut segments = Vec::with_capacity(t.segments.len());
             for s in &t.segments {
-                let path = live.join(segment::file_name(s.seq));
-                segments.push(Arc::new(Segment::open(
-                    path,
-                    s.seq,
-                    s.file_len,
-                    s.entries,
-                    cache.clone(),
-                )?));
+                let name = segment::file_name(s.seq);
+                let path = live.join(&name);
+                let segment =
+                    Segment::open(path.clone(), s.seq, s.file_len, s.entries, cache.clone())
+                        .map_err(|e| e.naming(&path, &newest_dir.join(&name)))?;
+                segments.push(Arc::new(segment));
             }
             tables.push(TableVersion {
                 name: t.name.clone(),
