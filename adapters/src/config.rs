@@ -104,21 +104,30 @@ impl DatabaseBackend {
 /// # Errors
 /// The first removal that failed; `dir` is a symlink or not a directory.
 pub fn destroy_database_dir(dir: &Path) -> std::io::Result<()> {
-    let name = dir.file_name().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{}: has no final name", dir.display()),
-        )
-    })?;
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let (parent, name) = parent_and_name(dir)?;
     match std::fs::File::open(parent) {
         Ok(parent) => destroy_database_dir_at(parent.as_fd(), name, None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Splits `path` into its parent directory (`.` for a bare name) and its final name.
+///
+/// # Errors
+/// `InvalidInput` if `path` has no final name (it is empty, or ends in `..`).
+pub fn parent_and_name(path: &Path) -> std::io::Result<(&Path, &OsStr)> {
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}: has no final name", path.display()),
+        )
+    })?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((parent, name))
 }
 
 /// [`destroy_database_dir`] for the directory `name` in the open directory `parent`. `name`

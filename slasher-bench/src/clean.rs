@@ -207,19 +207,7 @@ impl DbDir {
 /// Opens `path`'s parent directory (the caller's path, followed) and returns it with the
 /// final name.
 fn open_parent(path: &Path) -> std::io::Result<(OwnedFd, &OsStr)> {
-    let name = path
-        .file_name()
-        .filter(|n| *n != "." && *n != "..")
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{}: has no final name", path.display()),
-            )
-        })?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let (parent, name) = slasher_adapters::config::parent_and_name(path)?;
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     Ok((rustix::fs::open(parent, flags, Mode::empty())?, name))
 }
@@ -262,16 +250,18 @@ fn is_marker_less_remains(path: &Path) -> bool {
 
 /// The databases `replay` made directly inside `dir`, sorted.
 pub fn leftovers_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
+    entries_where(dir, is_benchmark_db).unwrap_or_default()
+}
+
+/// The entries of `dir` for which `keep` holds, sorted.
+fn entries_where(dir: &Path, keep: fn(&Path) -> bool) -> std::io::Result<Vec<PathBuf>> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| is_benchmark_db(p))
+        .filter(|p| keep(p))
         .collect();
     found.sort();
-    found
+    Ok(found)
 }
 
 /// Delete a database directory, read-only btrfs snapshots included (see the module docs),
@@ -352,14 +342,7 @@ pub fn run(args: CleanArgs) -> anyhow::Result<()> {
     let candidates = if is_named_db_dir(dir) {
         vec![dir.clone()]
     } else {
-        let mut all: Vec<PathBuf> = std::fs::read_dir(dir)
-            .with_context(|| format!("listing {}", dir.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| is_named_db_dir(p))
-            .collect();
-        all.sort();
-        all
+        entries_where(dir, is_named_db_dir).with_context(|| format!("listing {}", dir.display()))?
     };
     let targets: Vec<&PathBuf> = candidates
         .iter()

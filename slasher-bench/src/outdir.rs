@@ -101,13 +101,9 @@ impl OutDir {
 /// # Errors
 /// As [`OutDir::open`] and [`OutDir::write`]; `path` has no file name or is not UTF-8.
 pub fn write_file(path: &Path, data: impl AsRef<[u8]>) -> anyhow::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .with_context(|| format!("{}: no file name", path.display()))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let (dir, name) = slasher_adapters::config::parent_and_name(path)?;
+    let name = name
+        .to_str()
+        .with_context(|| format!("{}: the file name is not UTF-8", path.display()))?;
     OutDir::open(dir)?.write(name, data.as_ref())
 }

@@ -104,18 +104,24 @@ fn run(args: &[&str]) -> Output {
     run_cmd(bench(args))
 }
 
-/// `slasher-bench ARGS` as uid/gid 65534 without supplementary groups.
-fn run_as_nobody(args: &[&str]) -> Output {
+/// `program` to run as uid/gid 65534 without supplementary groups (add its arguments).
+fn as_nobody(program: &str) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args([
         format!("--reuid={NOBODY}"),
         format!("--regid={NOBODY}"),
         "--clear-groups".into(),
         "--".into(),
-        BIN.into(),
+        program.into(),
     ])
-    .args(args)
     .stdin(Stdio::null());
+    cmd
+}
+
+/// `slasher-bench ARGS` as uid/gid 65534 without supplementary groups.
+fn run_as_nobody(args: &[&str]) -> Output {
+    let mut cmd = as_nobody(BIN);
+    cmd.args(args);
     run_cmd(cmd)
 }
 
@@ -812,38 +818,37 @@ fn tree_state(dir: &Path) -> Vec<String> {
     out
 }
 
-/// `program ARGS` as uid/gid 65534 (the other user), as [`run_as_nobody`] does for the bench.
+/// `program ARGS` as uid/gid 65534 (the other user).
 fn other_user(program: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        format!("--reuid={NOBODY}"),
-        format!("--regid={NOBODY}"),
-        "--clear-groups".into(),
-        "--".into(),
-        program.into(),
-    ])
-    .args(args);
+    let mut cmd = as_nobody(program);
+    cmd.args(args);
     run_cmd(cmd)
+}
+
+/// The arguments of a replay of the tiny fixture on butter into `db` and `out`, then `extra`.
+fn butter_replay(db: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let fixture = fixture("synthetic-tiny.fixture");
+    let mut args = vec![
+        "replay",
+        "--fixture",
+        p(&fixture),
+        "--backends",
+        "butter",
+        "--no-progress",
+        "--db-dir",
+        p(db),
+        "--out",
+        p(out),
+    ];
+    args.extend_from_slice(extra);
+    args.into_iter().map(String::from).collect()
 }
 
 /// A butter database of this user's kept by a replay in `dir`: read-only snapshots and files
 /// another user must not be able to get deleted or changed. Returns its directory.
 fn kept_butter_database(dir: &Path, out: &Path) -> PathBuf {
-    let made = run(&[
-        "replay",
-        "--fixture",
-        p(&fixture("synthetic-tiny.fixture")),
-        "--backends",
-        "butter",
-        "--batches",
-        "3",
-        "--keep-db",
-        "--no-progress",
-        "--db-dir",
-        p(dir),
-        "--out",
-        p(out),
-    ]);
+    let args = butter_replay(dir, out, &["--batches", "3", "--keep-db"]);
+    let made = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(made.status.success(), "the first replay failed");
     let name = databases_in(dir).pop().expect("a kept database");
     dir.join(name)
@@ -911,24 +916,12 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
     let log = fs::File::create(w.join("stderr.txt")).expect("log file");
-    let mut a = bench(&[
-        "replay",
-        "--fixture",
-        p(&fixture("synthetic-tiny.fixture")),
-        "--backends",
-        "butter",
-        "--batches",
-        "10",
-        "--db-dir",
-        p(&shared),
-        "--out",
-        p(&w.join("out")),
-        "--no-progress",
-    ])
-    .stdout(Stdio::null())
-    .stderr(log)
-    .spawn()
-    .expect("start replay");
+    let args = butter_replay(&shared, &w.join("out"), &["--batches", "10"]);
+    let mut a = bench(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start replay");
     let child = wait_for_butter_child(&mut a, &shared);
     // Hold the run still while B swaps its directory, so the swap lands mid-run.
     signal(child, "STOP");
@@ -990,20 +983,8 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
         .status
         .success());
     let replay = |out: &Path| {
-        run(&[
-            "replay",
-            "--fixture",
-            p(&fixture("synthetic-tiny.fixture")),
-            "--backends",
-            "butter",
-            "--batches",
-            "3",
-            "--no-progress",
-            "--db-dir",
-            p(&w.join("db")),
-            "--out",
-            p(out),
-        ])
+        let args = butter_replay(&w.join("db"), out, &["--batches", "3"]);
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let done = replay(&out);
     assert!(done.status.success(), "the replay failed");
@@ -1048,8 +1029,8 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
 }
 
 /// Hole 3: `clean DIR` (as root) while another user's replay writes a database in DIR must
-/// skip (and name) that database, and the replay must finish. A leftover of a finished run is still removed, and
-/// a directory with nothing to clean is not an error.
+/// skip (and name) that database, and the replay must finish. A leftover of a finished run is
+/// still removed, and a directory with nothing to clean is not an error.
 #[test]
 fn issue47_hole3_clean_skips_a_live_runs_database() {
     let test = "issue47_hole3_clean_skips_a_live_run";
@@ -1068,39 +1049,14 @@ fn issue47_hole3_clean_skips_a_live_runs_database() {
     for dir in [&db, &out] {
         std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
     }
-    let (mut a, child) = {
-        let log = fs::File::create(w.join("stderr.txt")).expect("log file");
-        let a = Command::new("setpriv")
-            .args([
-                format!("--reuid={NOBODY}"),
-                format!("--regid={NOBODY}"),
-                "--clear-groups".into(),
-                "--".into(),
-                BIN.into(),
-            ])
-            .args([
-                "replay",
-                "--fixture",
-                p(&fixture("synthetic-tiny.fixture")),
-                "--backends",
-                "butter",
-                "--batches",
-                "10",
-                "--db-dir",
-                p(&db),
-                "--out",
-                p(&out),
-                "--no-progress",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start replay");
-        let mut a = a;
-        let child = wait_for_butter_child(&mut a, &db);
-        (a, child)
-    };
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let mut a = as_nobody(BIN)
+        .args(butter_replay(&db, &out, &["--batches", "10"]))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start replay");
+    let child = wait_for_butter_child(&mut a, &db);
     signal(child, "STOP");
     let live: Vec<String> = databases_in(&db)
         .into_iter()
