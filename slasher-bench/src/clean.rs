@@ -120,7 +120,7 @@ impl DbDir {
     /// Take hold of the existing directory `db` (not a symlink), remembering its identity.
     ///
     /// # Errors
-    /// I/O errors; `db` is a symlink (`ELOOP`) or not a directory.
+    /// I/O errors; `db` is a symlink or not a directory (`ENOTDIR`).
     pub fn open(db: &Path) -> std::io::Result<DbDir> {
         let (parent, name) = open_parent(db)?;
         DbDir::at(db, parent, name)

@@ -1,8 +1,8 @@
 //! Removal relative to directory handles: every step below the first directory opens, checks
 //! and removes an entry by its name in a directory that is already open, never by a path, and
 //! never follows a symlink. A name that another user swaps for a symlink (or for another
-//! directory) after a look is therefore never followed: opening it fails with `ELOOP` or
-//! `ENOTDIR`, or its identity ([`FileId`]) no longer matches.
+//! directory) after a look is therefore never followed: opening it fails (`ENOTDIR` or
+//! `ELOOP`), or its identity ([`FileId`]) no longer matches.
 
 use std::ffi::OsStr;
 use std::io;
@@ -41,13 +41,14 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC);
 
 /// Opens the directory `name` in the open directory `parent` without following a symlink:
-/// `ELOOP` for a symlink, `ENOTDIR` for anything else that is not a directory.
+/// `ENOTDIR` for a symlink (Linux answers `O_NOFOLLOW|O_DIRECTORY` so) or anything else that is
+/// not a directory.
 pub fn open_dir_at(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(parent, name, DIR_FLAGS, Mode::empty())?)
 }
 
 /// Opens the directory `path` (relative to the working directory, or absolute) without
-/// following a symlink in its final component (`ELOOP`). Earlier components are the caller's.
+/// following a symlink in its final component (`ENOTDIR`). Earlier components are the caller's.
 pub fn open_dir_nofollow(path: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(CWD, path, DIR_FLAGS, Mode::empty())?)
 }
@@ -196,7 +197,7 @@ impl BtrfsFs {
     /// Removes the directory `name` in the open directory `parent` and everything in it,
     /// btrfs subvolumes (read-only ones included) with [`BtrfsFs::delete_subvolume_at`], all
     /// through handles: `name` is opened without following a symlink (a symlink is refused
-    /// with `ELOOP`, never followed or removed), and with `expect` it must still be that very
+    /// with `ENOTDIR`, never followed or removed), and with `expect` it must still be that very
     /// directory (else an error, see [`replaced_error`], and nothing is removed).
     pub fn remove_tree_at(
         &self,

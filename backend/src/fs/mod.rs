@@ -212,7 +212,7 @@ impl BtrfsFs {
     ///
     /// Subvolumes nested inside it are deleted first when `SNAP_DESTROY` reports `ENOTEMPTY`.
     /// Refuses with [`io::ErrorKind::InvalidInput`] if `path` is not a subvolume root, so the
-    /// fallback never empties an ordinary directory, and with `ELOOP` if it is a symlink.
+    /// fallback never empties an ordinary directory, and with `ENOTDIR` if it is a symlink.
     /// `path`'s parent is opened once; the subvolume and everything inside it are then reached
     /// through handles, never through a path or a symlink ([`BtrfsFs::delete_subvolume_at`]).
     /// Not durable by itself.
@@ -225,7 +225,7 @@ impl BtrfsFs {
     /// Deletes every subvolume directly inside `dir` (a database's `live/` and its `gen-N`,
     /// which `rm -rf` cannot remove while they are read-only) with
     /// [`BtrfsFs::delete_subvolume_at`], leaving everything else, so that `dir` can then be
-    /// removed like any other directory. `dir` itself must not be a symlink (`ELOOP`: nothing
+    /// removed like any other directory. `dir` itself must not be a symlink (`ENOTDIR`: nothing
     /// is deleted through it); below it everything is reached through handles. Goes on after
     /// a failure and returns the first error.
     pub fn delete_subvolumes_in(&self, dir: &Path) -> io::Result<()> {
@@ -234,7 +234,7 @@ impl BtrfsFs {
 
     /// Removes the directory `path` and everything in it, read-only btrfs subvolumes included,
     /// as [`BtrfsFs::remove_tree_at`] does in `path`'s parent directory: a symlink at `path`
-    /// is refused (`ELOOP`), never followed or removed.
+    /// is refused (`ENOTDIR`), never followed or removed.
     pub fn remove_tree(&self, path: &Path) -> io::Result<()> {
         let (parent_path, name) = parent_and_name(path)?;
         let parent = open_dir(parent_path)?;
