@@ -7,7 +7,10 @@ use std::str::FromStr;
 use crate::error::Error;
 
 /// Re-exported where it used to live: removing a database directory is [`crate::cleanup`]'s.
-pub use crate::cleanup::destroy_database_dir;
+pub use crate::cleanup::{
+    database_lock_held, destroy_database_dir, destroy_database_dir_at, holds_only_database_remains,
+    parent_and_name,
+};
 
 /// Lighthouse's default `max_db_size_mbs` (512 GiB).
 pub const DEFAULT_MAX_DB_SIZE_MBS: usize = 512 * 1024;

@@ -179,6 +179,27 @@ impl Error {
         }
     }
 
+    /// The same error, naming `to` where it named the file `from`: segments are opened through
+    /// `live/`, a fresh snapshot of the newest `gen-N`, so damage found in `live/<file>` is
+    /// damage to `gen-N/<file>`, the copy that stays.
+    pub(crate) fn naming(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
+        match &mut self {
+            Error::PermissionDenied { path, .. }
+            | Error::DiskFull { path, .. }
+            | Error::Io { path, .. }
+            | Error::ChecksumMismatch { path, .. }
+            | Error::Corrupted { path, .. }
+            | Error::UnsupportedFormatVersion { path, .. }
+            | Error::ForeignEntry { path, .. }
+                if path.as_path() == from =>
+            {
+                *path = to.to_path_buf();
+            }
+            _ => {}
+        }
+        self
+    }
+
     /// A [`Error::Corrupted`] for `path`.
     pub(crate) fn corrupted(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Error::Corrupted {

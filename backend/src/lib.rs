@@ -41,4 +41,5 @@ mod txn;
 
 pub use env::{CommitInfo, Compaction, Env, EnvBuilder};
 pub use error::{Error, Result};
+pub use root::{holds_only_database_remains, lock_held};
 pub use txn::{Cursor, ReadTxn, TableHandle, WriteTxn};

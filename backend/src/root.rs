@@ -335,6 +335,71 @@ pub(crate) fn scan(root: &Path) -> Result<RootScan> {
     Ok(scan)
 }
 
+/// Whether a process holds the writer's lock of the database in `dir` (`flock` on its
+/// `butter.lock`, tried without waiting and released at once). `false` if there is no lock
+/// file, or if it is a symlink or not a regular file (which the engine never opens).
+///
+/// # Errors
+/// The lock file exists but cannot be opened or locked for another reason.
+pub fn lock_held(dir: &Path) -> std::io::Result<bool> {
+    let path = dir.join(LOCK_FILE);
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Ok(false);
+    }
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(_released_on_drop) => Ok(false),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, e)) => Err(e.into()),
+    }
+}
+
+/// Whether `dir` holds what a butter_db database leaves when the rest was removed (e.g. by
+/// `rm -rf`, which cannot delete read-only snapshots): only the engine's names, and at least
+/// one `live` or `gen-N` subvolume that carries the engine's identity file. Looks, touches
+/// nothing; never follows a symlink.
+pub fn holds_only_database_remains(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut carries_identity = false;
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        let path = entry.path();
+        let (subvolume, plain) = match name {
+            LIVE_DIR => (true, false),
+            _ if parse_gen_name(name).is_some() => (true, false),
+            COMPACT_DIR => (false, check_kind(&path, Kind::Dir).unwrap_or(false)),
+            ID_FILE | ID_TMP_FILE | LOCK_FILE => {
+                (false, check_kind(&path, Kind::File).unwrap_or(false))
+            }
+            _ => (false, false),
+        };
+        if subvolume {
+            if !check_kind(&path, Kind::Subvolume).unwrap_or(false) {
+                return false;
+            }
+            carries_identity |= matches!(read_id(&path.join(ID_FILE)), Ok(Some(_)));
+        } else if !plain {
+            return false;
+        }
+    }
+    carries_identity
+}
+
 /// Whether `name` is a background merge's output (`<16 hex digits>.seg`).
 fn is_merge_output(name: &str) -> bool {
     name.strip_suffix(".seg").is_some_and(|stem| {
@@ -345,14 +410,12 @@ fn is_merge_output(name: &str) -> bool {
     })
 }
 
-/// Creates `compact/` if missing (mode `dir_mode`), or deletes the merge outputs an earlier
-/// process left there. Anything else there (another name, a symlink, a directory) is
-/// [`Error::ForeignEntry`] and nothing is deleted.
-pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Result<()> {
+/// The background merge outputs an earlier process left in `compact/` (`None` if there is no
+/// `compact/`). Anything else there (another name, a symlink, a directory) is
+/// [`Error::ForeignEntry`]. Touches nothing.
+pub(crate) fn compact_outputs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
     if !check_kind(dir, Kind::Dir)? {
-        return fs
-            .create_dir(dir, dir_mode)
-            .map_err(|e| Error::io("create directory", dir, e));
+        return Ok(None);
     }
     let mut ours = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
@@ -368,6 +431,38 @@ pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Resul
         }
         ours.push(path);
     }
+    Ok(Some(ours))
+}
+
+/// Checks that `live/` holds nothing but files: it is discarded at open (it holds only
+/// uncommitted state, all of it files the engine wrote), and a directory or a nested subvolume
+/// there is somebody else's, [`Error::ForeignEntry`], never deleted with it. Touches nothing.
+pub(crate) fn check_live_contents(live: &Path) -> Result<()> {
+    let rd = std::fs::read_dir(live).map_err(|e| Error::io("list", live, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| Error::io("list", live, e))?;
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("lstat", &path, e))?;
+        if meta.is_dir() {
+            return Err(Error::foreign(
+                path,
+                "live/ holds only files butter_db writes; a directory or subvolume there is \
+                 not its own and is not deleted with live/",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Creates `compact/` if missing (mode `dir_mode`), or deletes the merge outputs an earlier
+/// process left there. Anything else there (another name, a symlink, a directory) is
+/// [`Error::ForeignEntry`] and nothing is deleted.
+pub(crate) fn clear_compact_dir(fs: &dyn Fs, dir: &Path, dir_mode: u32) -> Result<()> {
+    let Some(ours) = compact_outputs(dir)? else {
+        return fs
+            .create_dir(dir, dir_mode)
+            .map_err(|e| Error::io("create directory", dir, e));
+    };
     for path in ours {
         fs.remove_file(&path)
             .map_err(|e| Error::io("unlink", &path, e))?;

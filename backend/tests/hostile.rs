@@ -407,3 +407,104 @@ fn leftover_identity_tmp() {
     assert!(db.join("butter.id").is_file() && !db.join("butter.id.tmp").exists());
     drop(env);
 }
+
+/// Issue 47: open checks everything before it changes anything. A foreign file in `compact/`
+/// is refused before `live/` is discarded (an uncommitted file in `live/` is still there), and
+/// a nested subvolume or a directory put into `live/` is refused, not deleted with it.
+#[test]
+fn open_checks_everything_before_discarding_live() {
+    let Some(dir) = common::btrfs_dir("hostile_open_order") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    make_db(&db, 3);
+    let live = db.join("live");
+    let probe = live.join("uncommitted-probe");
+    std::fs::write(&probe, b"not committed").unwrap();
+
+    let foreign = db.join("compact").join("notes.txt");
+    std::fs::write(&foreign, b"somebody's").unwrap();
+    assert_foreign(Env::open_path(&db), &foreign);
+    assert!(
+        probe.exists(),
+        "live/ was discarded before compact/ was checked"
+    );
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"somebody's");
+    std::fs::remove_file(&foreign).unwrap();
+
+    let nested = live.join("nested");
+    BtrfsFs.create_subvolume(&nested).unwrap();
+    std::fs::write(nested.join("data"), b"keep").unwrap();
+    assert_foreign(Env::open_path(&db), &nested);
+    assert_eq!(std::fs::read(nested.join("data")).unwrap(), b"keep");
+    assert!(
+        probe.exists(),
+        "live/ was discarded although it was refused"
+    );
+    BtrfsFs.delete_subvolume(&nested).unwrap();
+
+    let plain = live.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("data"), b"keep").unwrap();
+    assert_foreign(Env::open_path(&db), &plain);
+    assert_eq!(std::fs::read(plain.join("data")).unwrap(), b"keep");
+    std::fs::remove_dir_all(&plain).unwrap();
+
+    // With only files left in live/, open discards them and the data is all there.
+    let env = Env::open_path(&db).expect("open after the foreign entries were removed");
+    assert!(!probe.exists(), "the uncommitted file survived the open");
+    assert_eq!(read_all(&env).len(), 3);
+}
+
+/// Issue 47: deletion goes through directory handles and never follows a symlink. A symlink
+/// to a database, given as the directory to empty or remove, or to a generation, given as the
+/// subvolume to delete, is refused and nothing behind it changes; `remove_tree_at` with the
+/// identity of another directory removes nothing, with the right one removes everything.
+#[test]
+fn deletion_never_follows_a_symlink() {
+    use butter_db::fs::FileId;
+    use std::os::fd::AsFd;
+    let Some(dir) = common::btrfs_dir("hostile_delete_symlink") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    make_db(&db, 2);
+    let before = generations(&db);
+    assert!(!before.is_empty());
+    let link = dir.path.join("link");
+    symlink(&db, &link).unwrap();
+    let gen_link = dir.path.join("gen-link");
+    symlink(&before[0], &gen_link).unwrap();
+    let not_followed = |e: std::io::Error| e.raw_os_error() == Some(libc::ENOTDIR);
+    assert!(not_followed(
+        BtrfsFs.delete_subvolumes_in(&link).unwrap_err()
+    ));
+    assert!(not_followed(BtrfsFs.remove_tree(&link).unwrap_err()));
+    assert!(not_followed(
+        BtrfsFs.delete_subvolume(&gen_link).unwrap_err()
+    ));
+    assert_eq!(
+        generations(&db),
+        before,
+        "a generation was deleted through a symlink"
+    );
+    assert!(db.join("live").exists());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    let parent = std::fs::File::open(&dir.path).unwrap();
+    let id = FileId::of(std::fs::File::open(&db).unwrap().as_fd()).unwrap();
+    let other = dir.path.join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("f"), b"keep").unwrap();
+    assert!(BtrfsFs
+        .remove_tree_at(parent.as_fd(), "other".as_ref(), Some(id))
+        .is_err());
+    assert_eq!(std::fs::read(other.join("f")).unwrap(), b"keep");
+    BtrfsFs
+        .remove_tree_at(parent.as_fd(), "db".as_ref(), Some(id))
+        .expect("remove the database by handle");
+    assert!(!db.exists());
+}

@@ -5,10 +5,11 @@
 //!   forwards it to the running child, waits for the child to finish its current batch, writes
 //!   the report of the batches done (marked interrupted) and exits non-zero. A second signal
 //!   ends the parent at once (exit status 128 + signal number); its child then gets SIGTERM
-//!   from the kernel (parent-death signal) and still cleans up.
-//! - A child ([`Interrupt::install_child`]): every signal sets the flag; the child finishes its
-//!   current batch, removes its database (read-only snapshots included) and writes a partial
-//!   result. It runs in its own process group, so a Ctrl-C at the terminal reaches the parent
+//!   from the kernel (parent-death signal), its second signal, and ends at once too.
+//! - A child ([`Interrupt::install_child`]): the first signal sets the flag; the child finishes
+//!   its current batch, removes its database (read-only snapshots included) and writes a
+//!   partial result. A second signal ends it at once (a batch can take arbitrarily long), and
+//!   its database stays for `slasher-bench clean`. It runs in its own process group, so a Ctrl-C at the terminal reaches the parent
 //!   alone and the child hears of it once, from the parent. [`Interrupt::die_with_parent`] asks
 //!   the kernel for SIGTERM when the parent dies, so no child outlives its parent.
 
@@ -33,15 +34,13 @@ impl Interrupt {
         }
     }
 
-    fn install(second_ends_process: bool) -> std::io::Result<Self> {
+    fn install() -> std::io::Result<Self> {
         let me = Self::none();
         for signal in [SIGINT, SIGTERM] {
-            if second_ends_process {
-                // Registered first, so it sees the flag as it was before this signal: it ends
-                // the process on the second signal only.
-                let code = 128 + signal;
-                flag::register_conditional_shutdown(signal, code, Arc::clone(&me.flag))?;
-            }
+            // Registered first, so it sees the flag as it was before this signal: it ends the
+            // process on the second signal only.
+            let code = 128 + signal;
+            flag::register_conditional_shutdown(signal, code, Arc::clone(&me.flag))?;
             let number = usize::try_from(signal).unwrap_or_default();
             flag::register_usize(signal, Arc::clone(&me.signal), number)?;
             flag::register(signal, Arc::clone(&me.flag))?;
@@ -54,15 +53,16 @@ impl Interrupt {
     /// # Errors
     /// The handlers cannot be installed.
     pub fn install_parent() -> std::io::Result<Self> {
-        Self::install(true)
+        Self::install()
     }
 
-    /// A child's handlers: every signal sets the flag (the child always cleans up).
+    /// A child's handlers: the first signal sets the flag (the child cleans up after its
+    /// batch), the second ends the process.
     ///
     /// # Errors
     /// The handlers cannot be installed.
     pub fn install_child() -> std::io::Result<Self> {
-        Self::install(false)
+        Self::install()
     }
 
     /// Ask the kernel to send this process SIGTERM when its parent dies, then check that the

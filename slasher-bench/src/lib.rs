@@ -17,6 +17,7 @@ pub mod import;
 pub mod inject;
 pub mod interrupt;
 pub mod measure;
+pub mod outdir;
 pub mod record;
 pub mod replay;
 pub mod report;

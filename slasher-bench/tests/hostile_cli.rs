@@ -104,18 +104,24 @@ fn run(args: &[&str]) -> Output {
     run_cmd(bench(args))
 }
 
-/// `slasher-bench ARGS` as uid/gid 65534 without supplementary groups.
-fn run_as_nobody(args: &[&str]) -> Output {
+/// `program` to run as uid/gid 65534 without supplementary groups (add its arguments).
+fn as_nobody(program: &str) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args([
         format!("--reuid={NOBODY}"),
         format!("--regid={NOBODY}"),
         "--clear-groups".into(),
         "--".into(),
-        BIN.into(),
+        program.into(),
     ])
-    .args(args)
     .stdin(Stdio::null());
+    cmd
+}
+
+/// `slasher-bench ARGS` as uid/gid 65534 without supplementary groups.
+fn run_as_nobody(args: &[&str]) -> Output {
+    let mut cmd = as_nobody(BIN);
+    cmd.args(args);
     run_cmd(cmd)
 }
 
@@ -383,11 +389,12 @@ fn finding4_clean_removes_leftover_snapshots_as_their_unprivileged_owner() {
         std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
     }
 
-    let refused = run_as_nobody(&["clean", p(&precious)]);
-    assert!(!refused.status.success(), "clean accepted a foreign dir");
+    // Nothing to clean there: said so, exit 0, nothing touched.
+    let nothing = run_as_nobody(&["clean", p(&precious)]);
+    assert!(nothing.status.success(), "clean of a foreign dir failed");
     assert!(
-        stderr(&refused).contains("not a slasher-bench database"),
-        "no clear refusal"
+        String::from_utf8_lossy(&nothing.stdout).contains("nothing to clean"),
+        "no clear answer"
     );
     assert!(precious.join("data").exists());
 
@@ -778,4 +785,310 @@ fn finding9_errors_print_each_cause_once_plainly_and_failures_reach_the_report()
         md.contains("does not fit in the address space"),
         "report.md lacks the child's reason"
     );
+}
+
+// ---- issue 47: shared directories and a second user ------------------------------------------
+
+/// Every entry under `dir` (symlinks not followed): relative path, type, and a SHA-256 of each
+/// file's content. Two listings are equal only if nothing was added, removed or changed.
+fn tree_state(dir: &Path) -> Vec<String> {
+    use sha2::{Digest, Sha256};
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).expect("list").flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = fs::symlink_metadata(&path).expect("lstat");
+            if meta.is_dir() {
+                out.push(format!("{rel}/"));
+                stack.push(path);
+            } else if meta.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    fs::read_link(&path).unwrap().display()
+                ));
+            } else {
+                let digest = Sha256::digest(fs::read(&path).expect("read"));
+                out.push(format!("{rel} {}", hex::encode(digest)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `program ARGS` as uid/gid 65534 (the other user).
+fn other_user(program: &str, args: &[&str]) -> Output {
+    let mut cmd = as_nobody(program);
+    cmd.args(args);
+    run_cmd(cmd)
+}
+
+/// The arguments of a replay of the tiny fixture on butter into `db` and `out`, then `extra`.
+fn butter_replay(db: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let fixture = fixture("synthetic-tiny.fixture");
+    let mut args = vec![
+        "replay",
+        "--fixture",
+        p(&fixture),
+        "--backends",
+        "butter",
+        "--no-progress",
+        "--db-dir",
+        p(db),
+        "--out",
+        p(out),
+    ];
+    args.extend_from_slice(extra);
+    args.into_iter().map(String::from).collect()
+}
+
+/// A butter database of this user's kept by a replay in `dir`: read-only snapshots and files
+/// another user must not be able to get deleted or changed. Returns its directory.
+fn kept_butter_database(dir: &Path, out: &Path) -> PathBuf {
+    let args = butter_replay(dir, out, &["--batches", "3", "--keep-db"]);
+    let made = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(made.status.success(), "the first replay failed");
+    let name = databases_in(dir).pop().expect("a kept database");
+    dir.join(name)
+}
+
+/// Waits until the replay `parent` has a child that committed two snapshots of a new butter
+/// database in `db_root` (besides any database that was there before), and returns the
+/// child's pid.
+fn wait_for_butter_child(parent: &mut Child, db_root: &Path) -> u32 {
+    let before = databases_in(db_root);
+    let mut child = None;
+    wait_until(
+        Duration::from_secs(120),
+        "the butter child to commit",
+        || {
+            if let Ok(Some(status)) = parent.try_wait() {
+                panic!("replay ended early ({status})");
+            }
+            let committed = databases_in(db_root)
+                .iter()
+                .filter(|n| !before.contains(n))
+                .filter_map(|n| fs::read_dir(db_root.join(n)).ok())
+                .flat_map(|rd| rd.filter_map(|e| e.ok()))
+                .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+                .count();
+            // Other short-lived children (probes) come and go; the replay child stays.
+            child = children_of(parent.id()).first().copied();
+            child.is_some() && committed >= 2
+        },
+    );
+    child.expect("a child was seen")
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// Hole 1: during user A's replay, user B (who can write the shared --db-dir) renames the
+/// run's database directory away and puts a symlink to another database of A's in its place.
+/// The run must neither write into nor delete through the symlink, and must fail saying so.
+#[test]
+fn issue47_hole1_swapped_database_directory_is_not_followed() {
+    let test = "issue47_hole1_swapped_database_directory";
+    let Some(root) = btrfs_dir(test) else { return };
+    if !can_run_as_nobody(test) {
+        return;
+    }
+    let work = btrfs_scratch(&root, "hostile-swap-");
+    let w = work.path();
+    let private = w.join("private");
+    fs::create_dir(&private).unwrap();
+    let victim = kept_butter_database(&private, &w.join("out0"));
+    let before = tree_state(&victim);
+    assert!(
+        before.iter().any(|l| l.starts_with("gen-")),
+        "the victim holds no snapshot: {before:?}"
+    );
+    // The shared directory: B may write it (no sticky bit).
+    let shared = w.join("sb");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let args = butter_replay(&shared, &w.join("out"), &["--batches", "10"]);
+    let mut a = bench(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start replay");
+    let child = wait_for_butter_child(&mut a, &shared);
+    // Hold the run still while B swaps its directory, so the swap lands mid-run.
+    signal(child, "STOP");
+    let name = databases_in(&shared).pop().expect("the run's database");
+    let db = shared.join(&name);
+    let moved = shared.join("moved-away");
+    assert!(other_user("mv", &[p(&db), p(&moved)]).status.success());
+    assert!(other_user("ln", &["-s", p(&victim), p(&db)])
+        .status
+        .success());
+    signal(child, "CONT");
+    let status = wait_exit(&mut a, Duration::from_secs(300));
+    let log = log_of(w);
+
+    assert_eq!(
+        tree_state(&victim),
+        before,
+        "the other database changed through the swapped-in symlink"
+    );
+    assert!(
+        fs::symlink_metadata(&db).unwrap().file_type().is_symlink(),
+        "B's symlink was removed or replaced"
+    );
+    assert!(
+        !status.success(),
+        "the run exited 0 after its directory was swapped"
+    );
+    assert!(
+        log.contains("no longer the database directory this run made"),
+        "the run said nothing about the swap"
+    );
+    fs::remove_file(&db).unwrap();
+    for dir in [&moved, &victim] {
+        slasher_bench::clean::remove_db_dir(dir).expect("cleanup");
+    }
+}
+
+/// Hole 2: user B plants `report.md` in A's sticky, world-writable --out as a symlink to a
+/// file of A's; A's replay must replace the symlink, not write through it. And an --out owned
+/// by B, or writable by everyone without the sticky bit, is refused before anything runs.
+#[test]
+fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
+    let test = "issue47_hole2_planted_report_symlink";
+    let Some(root) = btrfs_dir(test) else { return };
+    if !can_run_as_nobody(test) {
+        return;
+    }
+    let work = btrfs_scratch(&root, "hostile-report-");
+    let w = work.path();
+    let precious = w.join("precious.txt");
+    fs::write(&precious, b"A's own notes\n").unwrap();
+    let before = tree_state(w);
+    assert_eq!(before.len(), 1);
+    let out = w.join("out");
+    fs::create_dir(&out).unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = out.join("report.md");
+    assert!(other_user("ln", &["-s", p(&precious), p(&planted)])
+        .status
+        .success());
+    let replay = |out: &Path| {
+        let args = butter_replay(&w.join("db"), out, &["--batches", "3"]);
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let done = replay(&out);
+    assert!(done.status.success(), "the replay failed");
+    assert_eq!(
+        fs::read(&precious).unwrap(),
+        b"A's own notes\n",
+        "the report was written through B's symlink"
+    );
+    let meta = fs::symlink_metadata(&planted).unwrap();
+    assert!(meta.is_file(), "report.md is not A's new file");
+    assert!(fs::read_to_string(&planted).unwrap().contains("butter"));
+
+    // Refused up front: an --out of B's, and one everybody can write without the sticky bit.
+    let foreign = w.join("foreign-out");
+    fs::create_dir(&foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(NOBODY), Some(NOBODY)).unwrap();
+    let open = w.join("open-out");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    for (dir, why) in [(&foreign, "not by you"), (&open, "no sticky bit")] {
+        let refused = replay(dir);
+        assert!(
+            !refused.status.success(),
+            "--out {} was accepted",
+            dir.display()
+        );
+        assert!(
+            stderr(&refused).contains(why),
+            "no clear refusal for {}",
+            dir.display()
+        );
+        assert!(
+            tree_state(dir).is_empty(),
+            "{} was written to",
+            dir.display()
+        );
+    }
+    assert!(
+        tree_state(w).contains(&before[0]),
+        "precious.txt changed: {before:?}"
+    );
+}
+
+/// Hole 3: `clean DIR` (as root) while another user's replay writes a database in DIR must
+/// skip (and name) that database, and the replay must finish. A leftover of a finished run is
+/// still removed, and a directory with nothing to clean is not an error.
+#[test]
+fn issue47_hole3_clean_skips_a_live_runs_database() {
+    let test = "issue47_hole3_clean_skips_a_live_run";
+    let Some(root) = btrfs_dir(test) else { return };
+    if !can_run_as_nobody(test) {
+        return;
+    }
+    let work = btrfs_scratch(&root, "hostile-cleanlive-");
+    let w = work.path();
+    let db = w.join("db");
+    fs::create_dir(&db).unwrap();
+    // A finished run's leftover, which clean must still remove.
+    let leftover = kept_butter_database(&db, &w.join("out0"));
+    let out = w.join("out");
+    fs::create_dir(&out).unwrap();
+    for dir in [&db, &out] {
+        std::os::unix::fs::chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let mut a = as_nobody(BIN)
+        .args(butter_replay(&db, &out, &["--batches", "10"]))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start replay");
+    let child = wait_for_butter_child(&mut a, &db);
+    signal(child, "STOP");
+    let live: Vec<String> = databases_in(&db)
+        .into_iter()
+        .filter(|n| db.join(n) != leftover)
+        .collect();
+    let [live] = live.as_slice() else {
+        panic!("not one live database: {live:?}")
+    };
+    let live_before = tree_state(&db.join(live));
+    let cleaned = run(&["clean", p(&db)]);
+    let live_after = tree_state(&db.join(live));
+    signal(child, "CONT");
+    let status = wait_exit(&mut a, Duration::from_secs(300));
+    let log = log_of(w);
+    assert!(cleaned.status.success(), "clean failed");
+    assert_eq!(
+        live_before, live_after,
+        "clean touched the live run's database"
+    );
+    assert!(
+        String::from_utf8_lossy(&cleaned.stdout)
+            .contains(&format!("skipped {}", p(&db.join(live)))),
+        "clean did not name the database it skipped"
+    );
+    assert!(!leftover.exists(), "clean left the finished run's database");
+    assert!(status.success(), "the replay failed after clean: {log}");
+    assert!(databases_in(&db).is_empty(), "the replay left its database");
+
+    let nothing = run(&["clean", p(&db)]);
+    assert!(
+        nothing.status.success(),
+        "clean of an empty directory failed"
+    );
+    assert!(String::from_utf8_lossy(&nothing.stdout).contains("nothing to clean"));
 }

@@ -190,6 +190,22 @@ fn damaged_files_give_typed_errors() {
         }
     }
 
+    // A truncated segment is reported by the file that stays damaged, gen-N's, not by
+    // live/'s fresh copy of it (which open discards).
+    if let Some(seg) = segs.first() {
+        points += 1;
+        let s = std::fs::read(seg).expect("read segment");
+        let r = with_contents(seg, &s[..s.len() - 1], || match Env::open_path(&db) {
+            Err(Error::Corrupted { path, .. }) if &path == seg => Ok(()),
+            Err(e) => Err(format!(
+                "truncated segment: the error names another file than {}: {e}",
+                seg.display()
+            )),
+            Ok(_) => Err("truncated segment: the database opened".into()),
+        });
+        violations.extend(r.err());
+    }
+
     // A generation directory whose name disagrees with its manifest.
     points += 1;
     let renamed = gen.with_file_name("gen-00000000000000000099");

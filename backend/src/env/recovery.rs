@@ -70,9 +70,14 @@ impl Env {
             }
             Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
         };
-        // Everything by our names is checked before anything is touched.
+        // Everything by our names is checked before anything is touched: the entries, what
+        // `compact/` holds, and that `live/` (discarded below) holds nothing but files.
         let scan = root::scan(&root)?;
         let live = root.join(LIVE_DIR);
+        root::compact_outputs(&root.join(COMPACT_DIR))?;
+        if scan.live {
+            root::check_live_contents(&live)?;
+        }
         let id = match scan.id {
             Some(id) => id,
             None => root::create_id(&*fs, &root, file_mode)?,
@@ -155,14 +160,12 @@ impl Env {
         for t in &manifest.tables {
             let mut segments = Vec::with_capacity(t.segments.len());
             for s in &t.segments {
-                let path = live.join(segment::file_name(s.seq));
-                segments.push(Arc::new(Segment::open(
-                    path,
-                    s.seq,
-                    s.file_len,
-                    s.entries,
-                    cache.clone(),
-                )?));
+                let name = segment::file_name(s.seq);
+                let path = live.join(&name);
+                let segment =
+                    Segment::open(path.clone(), s.seq, s.file_len, s.entries, cache.clone())
+                        .map_err(|e| e.naming(&path, &newest_dir.join(&name)))?;
+                segments.push(Arc::new(segment));
             }
             tables.push(TableVersion {
                 name: t.name.clone(),

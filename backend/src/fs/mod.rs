@@ -85,7 +85,7 @@ pub use crate::sys::{
 use std::ffi::OsStr;
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 
 use crate::sys;
@@ -183,11 +183,9 @@ fn open_dir(path: &Path) -> io::Result<File> {
 }
 
 /// `SNAP_DESTROY_V2`, or the v1 ioctl on kernels older than 5.7 that do not know V2.
-fn destroy(parent: &File, name: &OsStr) -> io::Result<()> {
-    match sys::snap_destroy_v2(parent.as_fd(), name) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
-            sys::snap_destroy_v1(parent.as_fd(), name)
-        }
+fn destroy(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    match sys::snap_destroy_v2(parent, name) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => sys::snap_destroy_v1(parent, name),
         other => other,
     }
 }
@@ -214,96 +212,33 @@ impl BtrfsFs {
     ///
     /// Subvolumes nested inside it are deleted first when `SNAP_DESTROY` reports `ENOTEMPTY`.
     /// Refuses with [`io::ErrorKind::InvalidInput`] if `path` is not a subvolume root, so the
-    /// fallback never empties an ordinary directory. Not durable by itself.
+    /// fallback never empties an ordinary directory, and with `ENOTDIR` if it is a symlink.
+    /// `path`'s parent is opened once; the subvolume and everything inside it are then reached
+    /// through handles, never through a path or a symlink ([`BtrfsFs::delete_subvolume_at`]).
+    /// Not durable by itself.
     pub fn delete_subvolume_reporting(&self, path: &Path) -> io::Result<Deletion> {
         let (parent_path, name) = parent_and_name(path)?;
         let parent = open_dir(parent_path)?;
-        match self.destroy_with_nested(&parent, name, path) {
-            Ok(()) => {
-                return Ok(Deletion::Destroyed {
-                    cleared_readonly: false,
-                })
-            }
-            Err(e) if refused(&e) => {}
-            Err(e) => return Err(e),
-        }
-
-        let root = open_dir(path)?;
-        if !sys::is_subvolume_root(path)? {
-            return Err(invalid_path(path, "is not a btrfs subvolume root"));
-        }
-        let flags = sys::subvol_flags(root.as_fd())?;
-        let cleared_readonly = flags & sys::BTRFS_SUBVOL_RDONLY != 0;
-        if cleared_readonly {
-            sys::set_subvol_flags(root.as_fd(), flags & !sys::BTRFS_SUBVOL_RDONLY)?;
-            match self.destroy_with_nested(&parent, name, path) {
-                Ok(()) => return Ok(Deletion::Destroyed { cleared_readonly }),
-                Err(e) if refused(&e) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        drop(root);
-
-        self.remove_contents(path, false)?;
-        std::fs::remove_dir(path)?;
-        Ok(Deletion::EmptiedAndRemoved { cleared_readonly })
-    }
-
-    /// [`destroy`]; if the kernel answers `ENOTEMPTY` (the subvolume holds other subvolumes),
-    /// deletes those and tries once more.
-    fn destroy_with_nested(&self, parent: &File, name: &OsStr, path: &Path) -> io::Result<()> {
-        match destroy(parent, name) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
-                self.remove_contents(path, true)?;
-                destroy(parent, name)
-            }
-            other => other,
-        }
+        self.delete_subvolume_at(parent.as_fd(), name)
     }
 
     /// Deletes every subvolume directly inside `dir` (a database's `live/` and its `gen-N`,
     /// which `rm -rf` cannot remove while they are read-only) with
-    /// [`BtrfsFs::delete_subvolume_reporting`], leaving everything else, so that `dir` can
-    /// then be removed like any other directory. Goes on after a failure and returns the
-    /// first error.
+    /// [`BtrfsFs::delete_subvolume_at`], leaving everything else, so that `dir` can then be
+    /// removed like any other directory. `dir` itself must not be a symlink (`ENOTDIR`: nothing
+    /// is deleted through it); below it everything is reached through handles. Goes on after
+    /// a failure and returns the first error.
     pub fn delete_subvolumes_in(&self, dir: &Path) -> io::Result<()> {
-        let mut first_error = None;
-        for entry in std::fs::read_dir(dir)? {
-            let deleted = entry.and_then(|e| {
-                let path = e.path();
-                if sys::is_subvolume_root(&path)? {
-                    self.delete_subvolume_reporting(&path)?;
-                }
-                Ok(())
-            });
-            if let Err(e) = deleted {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        self.delete_subvolumes_in_fd(open_dir_nofollow(dir)?.as_fd())
     }
 
-    /// Removes everything inside the directory `dir`, or with `only_subvolumes` just the
-    /// subvolumes anywhere below it. Nested subvolumes are deleted with
-    /// [`BtrfsFs::delete_subvolume_reporting`]. Symlinks are removed, never followed.
-    fn remove_contents(&self, dir: &Path, only_subvolumes: bool) -> io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let path = entry.path();
-            if !entry.file_type()?.is_dir() {
-                if !only_subvolumes {
-                    std::fs::remove_file(&path)?;
-                }
-            } else if sys::is_subvolume_root(&path)? {
-                self.delete_subvolume_reporting(&path)?;
-            } else {
-                self.remove_contents(&path, only_subvolumes)?;
-                if !only_subvolumes {
-                    std::fs::remove_dir(&path)?;
-                }
-            }
-        }
-        Ok(())
+    /// Removes the directory `path` and everything in it, read-only btrfs subvolumes included,
+    /// as [`BtrfsFs::remove_tree_at`] does in `path`'s parent directory: a symlink at `path`
+    /// is refused (`ENOTDIR`), never followed or removed.
+    pub fn remove_tree(&self, path: &Path) -> io::Result<()> {
+        let (parent_path, name) = parent_and_name(path)?;
+        let parent = open_dir(parent_path)?;
+        self.remove_tree_at(parent.as_fd(), name, None)
     }
 
     /// Whether the subvolume rooted at `path` is read-only (`SUBVOL_GETFLAGS`).
@@ -457,6 +392,9 @@ impl Fs for BtrfsFs {
         sys::sync(File::open(path)?.as_fd())
     }
 }
+
+mod at;
+pub use at::{open_dir_at, open_dir_nofollow, replaced_error, FileId};
 
 #[cfg(any(test, feature = "testing"))]
 mod faulty;

@@ -39,7 +39,12 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
     let [backend] = backends.as_slice() else {
         bail!("--child-result runs exactly one backend");
     };
-    let db = PathBuf::from(&args.db_dir);
+    // Held open for the whole run: the backend reaches the database through this handle, so
+    // its name cannot be swapped for a symlink under the run.
+    let db_dir = DbDir::open(Path::new(&args.db_dir))
+        .with_context(|| format!("opening the database directory {}", args.db_dir))?;
+    let handle = db_dir.handle()?;
+    let db = DbDir::path_through(&handle);
     let fs = check_dir(*backend, &db)?;
     let job = ChildJob {
         backend: *backend,
@@ -57,13 +62,12 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
     let outcome = outcome.and_then(|r| r);
     if job.interrupt.is_set() {
         // Interrupted: leave nothing behind, read-only snapshots included.
-        if let Err(e) = remove_db_dir(&job.db) {
+        if let Err(e) = db_dir.remove() {
             eprintln!("{}", crate::errors::chain_text(&e));
         }
     }
     let result = outcome?;
-    std::fs::write(result_file, serde_json::to_vec(&result)?)
-        .with_context(|| format!("writing {}", result_file.display()))?;
+    crate::outdir::write_file(result_file, serde_json::to_vec(&result)?)?;
     Ok(())
 }
 

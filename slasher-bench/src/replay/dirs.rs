@@ -89,7 +89,8 @@ pub(super) fn ensure_writable_dir(what: &str, dir: &Path) -> anyhow::Result<()> 
         bail!("{what} {} is not a directory", dir.display());
     }
     let probe = dir.join(format!(".slasher-bench-write-check-{}", std::process::id()));
-    std::fs::File::create(&probe)
+    // A new file, never through a symlink someone put by that name.
+    std::fs::File::create_new(&probe)
         .with_context(|| format!("{what} {} is not writable", dir.display()))?;
     std::fs::remove_file(&probe)
         .with_context(|| format!("{what} {}: removing {}", dir.display(), probe.display()))?;
@@ -106,6 +107,7 @@ pub(super) fn prepare_dirs(
     dirs: &BTreeMap<DatabaseBackend, PathBuf>,
 ) -> anyhow::Result<Vec<Plan>> {
     ensure_writable_dir("--out", out)?;
+    crate::outdir::OutDir::open(out)?;
     let mut plans = Vec::new();
     for backend in backends {
         let root = dirs.get(backend).cloned().unwrap_or_default();

@@ -29,7 +29,7 @@
 //! (parent-death signal). Leftovers of a run killed outright are removed with
 //! `slasher-bench clean` ([`crate::clean`]).
 
-use crate::clean::{create_db_dir, db_name, leftovers_in, remove_db_dir};
+use crate::clean::{db_name, leftovers_in, DbDir, DbReplaced};
 use crate::environment::{probe_fs, refuse_memory_fs, Build, FsInfo, Machine};
 use crate::fixture::{ExpectedSlashing, FixtureReader, Manifest};
 use crate::interrupt::Interrupt;
@@ -142,7 +142,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let outcome = run_child(&args, result);
         if let Err(e) = &outcome {
             // The parent puts this text into the report's failure row.
-            let _ = std::fs::write(error_file(result), crate::errors::chain_text(e));
+            let _ = crate::outdir::write_file(&error_file(result), crate::errors::chain_text(e));
         }
         return outcome;
     }
@@ -279,11 +279,12 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("--out is required"))?;
     let backends = parse_backends(&args.backends)?;
     let dirs = parse_db_dirs(&args.db_dir, &backends)?;
-    // Every directory is checked before the fixture is read or anything runs.
-    let plans = prepare_dirs(&out, &backends, &dirs)?;
-
+    // The fixture's header first (nothing is created for a fixture that cannot be opened),
+    // then every directory, before the fixture is read through or anything runs.
     let reader = FixtureReader::open(&args.fixture)
         .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
+    let plans = prepare_dirs(&out, &backends, &dirs)?;
+
     let manifest = reader.manifest().clone();
     eprintln!("checking fixture {} ...", args.fixture.display());
     let batch_count = reader
@@ -321,6 +322,8 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut failures = Vec::new();
     let mut not_started = Vec::new();
+    // Database directories another user swapped during the run: the run fails.
+    let mut replaced = Vec::new();
     for plan in &plans {
         if interrupt.is_set() {
             not_started.push(plan.backend.name().to_string());
@@ -337,7 +340,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
                 plan.root.display()
             );
         }
-        create_db_dir(&db, plan.backend)
+        let db_dir = DbDir::create(&db, plan.backend)
             .with_context(|| format!("creating the database directory {}", db.display()))?;
         let result_file = out.join(format!(".child-{}.json", plan.backend));
         eprintln!("== {} in {}", plan.backend, db.display());
@@ -379,14 +382,17 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
                 });
             }
             Err(e) => {
-                let _ = remove_db_dir(&db);
+                let _ = db_dir.remove();
                 return Err(e);
             }
         }
         // An interrupted run keeps nothing behind, whatever --keep-db says.
-        if (interrupt.is_set() || !args.keep_db) && db.exists() {
-            if let Err(e) = remove_db_dir(&db) {
+        if interrupt.is_set() || !args.keep_db {
+            if let Err(e) = db_dir.remove() {
                 eprintln!("warning: {}", crate::errors::chain_text(&e));
+                if e.is::<DbReplaced>() {
+                    replaced.push(db.display().to_string());
+                }
             }
         }
     }
@@ -423,12 +429,26 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         generated_by: crate::TOOL.into(),
         runs: vec![run],
     };
+    if out.join("report.json").exists() {
+        eprintln!(
+            "note: replacing the report of an earlier run in {}",
+            out.display()
+        );
+    }
     let written = report::write_outputs(&report, &out)?;
     print!("{}", report::summary_table(&report));
     for f in &written {
         println!("wrote {}", f.display());
     }
     let run = report.runs.first().ok_or_else(|| anyhow!("no run"))?;
+    if !replaced.is_empty() {
+        bail!(
+            "database directories were replaced during the run and were not removed through the \
+             replacement: {} (report in {})",
+            replaced.join(", "),
+            out.display()
+        );
+    }
     if interrupted_by.is_some() {
         let done: Vec<String> = run
             .backends

@@ -1,6 +1,7 @@
 //! SVG charts of a report, one set per fixture group.
 
 use super::{groups, BackendResult, Report, Sample};
+use crate::outdir::OutDir;
 use anyhow::anyhow;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,15 @@ const SIZE: (u32, u32) = (1100, 600);
 /// # Errors
 /// Drawing or I/O errors.
 pub fn write_charts(report: &Report, out: &Path) -> anyhow::Result<Vec<Chart>> {
+    write_charts_in(report, &OutDir::open(out)?)
+}
+
+/// [`write_charts`] into the open output directory `out`: each chart is drawn in memory and
+/// written with [`OutDir::write`].
+///
+/// # Errors
+/// Drawing or I/O errors.
+pub fn write_charts_in(report: &Report, out: &OutDir) -> anyhow::Result<Vec<Chart>> {
     let all = groups(report);
     let several = all.len() > 1;
     let mut charts = Vec::new();
@@ -37,32 +47,35 @@ pub fn write_charts(report: &Report, out: &Path) -> anyhow::Result<Vec<Chart>> {
         } else {
             String::new()
         };
-        let mut add = |stem: &str, title: &str| {
-            let path = out.join(format!("{stem}{suffix}.svg"));
+        let mut add = |stem: &str, title: &str, draw: &dyn Fn(&mut String) -> DrawResult| {
+            let name = format!("{stem}{suffix}.svg");
+            let mut svg = String::new();
+            draw(&mut svg).map_err(|e| anyhow!("drawing {name}: {e}"))?;
             charts.push(Chart {
                 group: sha.clone(),
                 title: title.into(),
-                path: path.clone(),
+                path: out.write(&name, svg.as_bytes())?,
             });
-            path
+            anyhow::Ok(())
         };
-        let p = add(
+        add(
             "batch_times",
             "Per-batch wall time (process_queued + prune), ms, log scale",
-        );
-        time_series(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
-        let p = add("batch_cdf", "CDF of batch wall times, ms, log scale");
-        cdf(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
-        let p = add(
+            &|svg| time_series(svg, &rows),
+        )?;
+        add(
+            "batch_cdf",
+            "CDF of batch wall times, ms, log scale",
+            &|svg| cdf(svg, &rows),
+        )?;
+        add(
             "db_size",
             "Database size (sum of filenames() sizes) after each batch",
-        );
-        db_size(&p, &rows).map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+            &|svg| db_size(svg, &rows),
+        )?;
         if rows.iter().any(|r| !r.samples.is_empty()) {
             for (stem, title, metric) in SAMPLE_CHARTS {
-                let p = add(stem, title);
-                samples(&p, &rows, title, *metric)
-                    .map_err(|e| anyhow!("drawing {}: {e}", p.display()))?;
+                add(stem, title, &|svg| samples(svg, &rows, title, *metric))?;
             }
         }
     }
@@ -107,8 +120,8 @@ const SAMPLE_CHARTS: &[(&str, &str, Metric)] = &[
     ),
 ];
 
-fn samples(path: &Path, rows: &[&BackendResult], title: &str, metric: Metric) -> DrawResult {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn samples(svg: &mut String, rows: &[&BackendResult], title: &str, metric: Metric) -> DrawResult {
+    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let values = || {
         rows.iter()
@@ -176,8 +189,8 @@ fn time_range(rows: &[&BackendResult]) -> (f64, f64) {
     (lo, (hi * 1.25).max(lo * 10.0))
 }
 
-fn time_series(path: &Path, rows: &[&BackendResult]) -> DrawResult {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn time_series(svg: &mut String, rows: &[&BackendResult]) -> DrawResult {
+    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let (lo, hi) = time_range(rows);
     let batches = rows
@@ -209,8 +222,8 @@ fn time_series(path: &Path, rows: &[&BackendResult]) -> DrawResult {
     Ok(())
 }
 
-fn cdf(path: &Path, rows: &[&BackendResult]) -> DrawResult {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn cdf(svg: &mut String, rows: &[&BackendResult]) -> DrawResult {
+    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let (lo, hi) = time_range(rows);
     let mut chart = ChartBuilder::on(&root)
@@ -245,8 +258,8 @@ fn cdf(path: &Path, rows: &[&BackendResult]) -> DrawResult {
     Ok(())
 }
 
-fn db_size(path: &Path, rows: &[&BackendResult]) -> DrawResult {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn db_size(svg: &mut String, rows: &[&BackendResult]) -> DrawResult {
+    let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let sizes = || {

@@ -7,26 +7,21 @@ use super::*;
 // ---- rendering -------------------------------------------------------------------------------
 
 /// Write `report.json`, `batches.csv`, `report.md` and the SVG charts into `out` (created if
-/// missing). Returns the files written.
+/// missing). Each file is written new and renamed into place through a handle on `out`
+/// ([`crate::outdir::OutDir`]), which must be the user's own and not writable by others
+/// without the sticky bit. Returns the files written.
 ///
 /// # Errors
-/// I/O and chart-drawing errors.
+/// `out` is refused; I/O and chart-drawing errors.
 pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let mut written = Vec::new();
-    let json = out.join("report.json");
-    std::fs::write(&json, serde_json::to_vec_pretty(report)?)
-        .with_context(|| format!("writing {}", json.display()))?;
-    written.push(json);
-    let csv = out.join("batches.csv");
-    std::fs::write(&csv, render_csv(report))
-        .with_context(|| format!("writing {}", csv.display()))?;
-    written.push(csv);
-    let charts = crate::report::charts::write_charts(report, out)?;
-    let md = out.join("report.md");
-    std::fs::write(&md, render_markdown(report, &charts))
-        .with_context(|| format!("writing {}", md.display()))?;
-    written.push(md);
+    let dir = crate::outdir::OutDir::open(out)?;
+    let mut written = vec![
+        dir.write("report.json", &serde_json::to_vec_pretty(report)?)?,
+        dir.write("batches.csv", render_csv(report).as_bytes())?,
+    ];
+    let charts = crate::report::charts::write_charts_in(report, &dir)?;
+    written.push(dir.write("report.md", render_markdown(report, &charts).as_bytes())?);
     written.extend(charts.into_iter().map(|c| c.path));
     Ok(written)
 }
