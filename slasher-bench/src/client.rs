@@ -29,9 +29,7 @@ use ssz::Decode;
 use crate::environment::{probe_fs, Build, Machine};
 use crate::fixture::FixtureReader;
 use crate::measure::{files_size, Summary};
-use crate::replay::{
-    check_expected, expected_within, slashings_digest, summarise, SECONDS_PER_SLOT,
-};
+use crate::replay::{check_expected, expected_within, summarise, BatchSlashings, SECONDS_PER_SLOT};
 use crate::report::{
     self, BackendResult, BatchRecord, FixtureInfo, Report, Run, SlasherConfigInfo, SlashingsFound,
     REPORT_SCHEMA,
@@ -82,8 +80,8 @@ pub struct ClientRun {
     pub settings: ClientSettings,
     /// One record per batch; commit, storage and write fields are 0 (not measured).
     pub batches: Vec<BatchRecord>,
-    /// Each batch's slashings, decoded.
-    pub slashings: Vec<(HashSet<AttesterSlashing>, HashSet<ProposerSlashing>)>,
+    /// Each batch's slashings, decoded, in canonical form (as the port's are).
+    pub slashings: Vec<BatchSlashings>,
     /// The runner's replay loop, seconds (`None` if the run did not finish).
     pub elapsed_s: Option<f64>,
     /// The runner's `VmHWM`.
@@ -182,13 +180,14 @@ pub fn parse_client_csv(text: &str, path: &Path) -> anyhow::Result<ClientRun> {
         }
         let parse_u64 = |s: &str| s.parse::<u64>().with_context(|| at_line(n));
         let parse_f64 = |s: &str| s.parse::<f64>().with_context(|| at_line(n));
-        let (attester_slashings, proposer_slashings) =
-            (parse_u64(a_count)? as usize, parse_u64(p_count)? as usize);
         ensure!(
-            attester_slashings == attester.len() && proposer_slashings == proposer.len(),
+            parse_u64(a_count)? as usize == attester.len()
+                && parse_u64(p_count)? as usize == proposer.len(),
             "{}: the slashing counts do not match the slashings listed",
             at_line(n)
         );
+        // Counted, digested and listed in canonical form, as the port's rows are.
+        let slashings = BatchSlashings::canonical(&attester, &proposer);
         run.batches.push(BatchRecord {
             index: parse_u64(index)?,
             slot: parse_u64(slot)?,
@@ -198,12 +197,12 @@ pub fn parse_client_csv(text: &str, path: &Path) -> anyhow::Result<ClientRun> {
             wall_ms: parse_f64(wall)?,
             process_ms: parse_f64(process)?,
             prune_ms: parse_f64(prune)?,
-            attester_slashings,
-            proposer_slashings,
-            slashings_digest: slashings_digest(&attester, &proposer),
+            attester_slashings: slashings.attester_count(),
+            proposer_slashings: slashings.proposer_count(),
+            slashings_digest: slashings.digest(),
             ..BatchRecord::default()
         });
-        run.slashings.push((attester, proposer));
+        run.slashings.push(slashings);
     }
     Ok(run)
 }
@@ -287,10 +286,10 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
     let replayed = client.batches.len() as u64;
     let interrupted = client.elapsed_s.is_none();
     let mut found = SlashingsFound::default();
-    for (b, (attester, proposer)) in client.batches.iter().zip(&client.slashings) {
-        found.attester += attester.len();
-        found.proposer += proposer.len();
-        found.list.extend(summarise(b.index, attester, proposer));
+    for (b, slashings) in client.batches.iter().zip(&client.slashings) {
+        found.attester += slashings.attester_count();
+        found.proposer += slashings.proposer_count();
+        found.list.extend(summarise(b.index, slashings));
     }
     let expected_slashings =
         expected_within(&manifest, replayed).map(|e| check_expected(&e, &found.list));
@@ -427,8 +426,21 @@ mod tests {
         let slashing = ProposerSlashing::from_ssz_bytes(&bytes).expect("decodes");
         let text = CSV.replace("0,0,\n1,33", &format!("0,1,P{}\n1,33", hex::encode(&bytes)));
         let run = parse_client_csv(&text, Path::new("x.csv")).expect("parses");
-        let port = slashings_digest(&HashSet::new(), &HashSet::from([slashing]));
+        let port = BatchSlashings::canonical(&HashSet::new(), &HashSet::from([slashing])).digest();
         assert!(port.is_some());
+        assert_eq!(run.batches[0].slashings_digest, port);
+        assert_eq!(run.batches[0].proposer_slashings, 1);
+
+        // Lighthouse may store either header first: the runner's other order gets the same
+        // digest, and listing both orders counts one slashing.
+        let swapped = [&bytes[208..], &bytes[..208]].concat();
+        let line =
+            |found: &str, n: usize| CSV.replace("0,0,\n1,33", &format!("0,{n},{found}\n1,33"));
+        let other = format!("P{}", hex::encode(&swapped));
+        let run = parse_client_csv(&line(&other, 1), Path::new("x.csv")).expect("parses");
+        assert_eq!(run.batches[0].slashings_digest, port);
+        let both = format!("P{}|{other}", hex::encode(&bytes));
+        let run = parse_client_csv(&line(&both, 2), Path::new("x.csv")).expect("parses");
         assert_eq!(run.batches[0].slashings_digest, port);
         assert_eq!(run.batches[0].proposer_slashings, 1);
     }

@@ -6,14 +6,16 @@
 //! own batches, adds to a copy of it:
 //!
 //! - **double vote**: validator `v` attested data `D` (target `t`) in batch `b`; the next batch
-//!   also carries `v` attesting `D` with another head root. Reported once that batch is
-//!   processed.
+//!   (with `same_batch`: batch `b` itself) also carries `v` attesting `D` with another head
+//!   root. Reported once that batch is processed.
 //! - **surround vote**: validator `v` attested `(e-1, e)` in a batch of epoch `e` and attests
 //!   nothing with target `e+1` anywhere in the fixture; the first batch of epoch `e+1` carries
 //!   `v` attesting `(e-2, e+1)`, which surrounds it. (A validator that did attest `e+1` would
 //!   also be caught for a double vote, which would muddle the expectation.)
 //! - **double proposal**: a batch with one header gets a second header for the same slot and
-//!   proposer with another body root.
+//!   proposer with another body root. Both headers are in one batch, the case where
+//!   Lighthouse's order of the two (its block queue is a `HashSet`) varies from run to run
+//!   (docs/lighthouse.md §4).
 //!
 //! Each injected event is listed in the manifest's `expected_slashings`, with the batch that
 //! completes it in `expected_from_batch`, so a replay of the first N batches checks the ones
@@ -45,6 +47,10 @@ pub struct InjectOptions {
     pub double_proposals: u32,
     /// Seed of the choices.
     pub seed: u64,
+    /// Put each double vote's second attestation in the batch of the first, not the next one
+    /// (double proposals always are in one batch), so that the slasher sees both conflicting
+    /// attestations in one batch.
+    pub same_batch: bool,
     /// Every event is complete at or after this batch…
     pub first_batch: u64,
     /// …and at or before this one (default: the fixture's last batch).
@@ -165,10 +171,11 @@ pub fn inject(input: &Path, out: &Path, opts: &InjectOptions) -> Result<Manifest
     let mut expected: Vec<(u64, ExpectedSlashing)> = Vec::new();
     let mut used: HashSet<u64> = HashSet::new();
 
-    // Double votes: from a batch of the window to the next one.
+    // Double votes: from a batch of the window to the next one, or within the batch.
+    let step = u64::from(!opts.same_batch);
     let voting: Vec<&WindowBatch> = window
         .iter()
-        .filter(|b| b.index + 1 >= opts.first_batch && b.index < last)
+        .filter(|b| b.index + step >= opts.first_batch && b.index + step <= last)
         .filter(|b| !b.attestations.is_empty())
         .collect();
     let mut attempts = 0;
@@ -196,7 +203,7 @@ pub fn inject(input: &Path, out: &Path, opts: &InjectOptions) -> Result<Manifest
         }
         let mut other = *data;
         other.beacon_block_root = derived_root("inject double vote head", seed, &[v]);
-        let at = b.index + 1;
+        let at = b.index + step;
         additions
             .entry(at)
             .or_default()
@@ -327,13 +334,14 @@ pub fn inject(input: &Path, out: &Path, opts: &InjectOptions) -> Result<Manifest
     description.name = format!("{}+slashings", description.name);
     description.provenance.command = format!(
         "{} | slasher-bench inject --double-votes {} --surround-votes {} --double-proposals {} \
-         --seed {} --first-batch {} --last-batch {last}",
+         --seed {} --first-batch {} --last-batch {last}{}",
         description.provenance.command,
         opts.double_votes,
         opts.surround_votes,
         opts.double_proposals,
         opts.seed,
-        opts.first_batch
+        opts.first_batch,
+        if opts.same_batch { " --same-batch" } else { "" }
     );
     description.provenance.source = format!(
         "{}; plus {} slashable events added by slasher-bench inject (seed {}) in batches \

@@ -194,6 +194,10 @@ struct InjectArgs {
     /// …and at or before this one (default: the last batch).
     #[arg(long)]
     last_batch: Option<u64>,
+    /// Each double vote's two attestations in one batch (default: the second in the next
+    /// batch); a double proposal's two headers always are in one batch.
+    #[arg(long)]
+    same_batch: bool,
     /// Output fixture file.
     #[arg(long)]
     out: PathBuf,
@@ -286,6 +290,7 @@ fn run_inject(args: InjectArgs) -> anyhow::Result<()> {
         seed: args.seed,
         first_batch: args.first_batch,
         last_batch: args.last_batch,
+        same_batch: args.same_batch,
     };
     let manifest = inject(&args.fixture, &args.out, &opts)
         .with_context(|| format!("injecting slashings into {}", args.fixture.display()))?;

@@ -1,11 +1,14 @@
 //! `slasher-bench inject` through the built binary: slashable events added to a fixture
 //! without any are found by a replay, a replay of a prefix checks the ones within it, the
 //! output is deterministic, a fixture that lists a slashing its batches do not hold fails
-//! `replay`, and impossible requests are refused. LMDB only: no btrfs needed.
+//! `replay`, and impossible requests are refused; with `--same-batch` both halves of each double
+//! vote and double proposal share a batch, and a replay with the two headers in the other order
+//! gets the same slashings digest. LMDB only: no btrfs needed.
 
 mod common;
 use common::{path, run};
 use serde_json::Value;
+use slasher_adapters::slasher::types::SignedBeaconBlockHeader;
 use slasher_bench::fixture::{ExpectedSlashing, FixtureReader, FixtureWriter};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -202,6 +205,133 @@ fn injected_slashings_are_found_and_a_missing_one_fails_replay() {
         "{stderr}"
     );
     assert_eq!(check(&report), Some((6, 5, 1)));
+}
+
+/// Each replayed batch's slashings digest.
+fn digests(report: &Value) -> Vec<Value> {
+    report["runs"][0]["backends"][0]["batches"]
+        .as_array()
+        .expect("batches")
+        .iter()
+        .map(|b| b["slashings_digest"].clone())
+        .collect()
+}
+
+/// A copy of `input` whose batch `at` has its headers changed by `edit`.
+fn with_headers(
+    input: &Path,
+    out: &Path,
+    at: u64,
+    edit: impl Fn(&mut Vec<SignedBeaconBlockHeader>),
+) -> PathBuf {
+    let reader = FixtureReader::open(input).expect("open");
+    let description = reader.manifest().description.clone();
+    let mut writer = FixtureWriter::create(out).expect("create");
+    for batch in reader {
+        let mut batch = batch.expect("batch");
+        if batch.index == at {
+            edit(&mut batch.headers);
+        }
+        writer.write_batch(&batch).expect("write");
+    }
+    writer.finish(description).expect("finish");
+    out.to_path_buf()
+}
+
+#[test]
+fn same_batch_conflicts_give_one_digest_in_either_order() {
+    let work = work_dir();
+    let clean = clean_fixture(work.path());
+    let injected = work.path().join("same.fixture");
+    let args = [
+        "--double-votes",
+        "2",
+        "--surround-votes",
+        "0",
+        "--double-proposals",
+        "1",
+        "--last-batch",
+        "40",
+        "--same-batch",
+    ];
+    assert!(inject(&clean, &injected, &args).status.success());
+    let manifest = FixtureReader::open(&injected)
+        .expect("open")
+        .manifest()
+        .clone();
+    let expected = manifest.description.expected_slashings.expect("listed");
+    let from = manifest.description.expected_from_batch.expect("batches");
+    assert!(manifest
+        .description
+        .provenance
+        .command
+        .ends_with("--same-batch"));
+
+    // Each double vote's two attestations are in the batch that completes it.
+    let batches: Vec<_> = FixtureReader::open(&injected)
+        .expect("open")
+        .map(|b| b.expect("batch"))
+        .collect();
+    let mut proposal_at = None;
+    for (e, &at) in expected.iter().zip(&from) {
+        let batch = &batches[at as usize];
+        match e {
+            ExpectedSlashing::DoubleVote {
+                validator_index,
+                attestation_1,
+                attestation_2,
+            } => {
+                let roots: Vec<String> = batch
+                    .attestations
+                    .iter()
+                    .filter(|a| a.attesting_indices.contains(validator_index))
+                    .map(|a| format!("0x{}", hex::encode(a.data.tree_hash_root())))
+                    .collect();
+                for want in [&attestation_1.data_root, &attestation_2.data_root] {
+                    assert!(roots.contains(want), "batch {at}: {want} not in {roots:?}");
+                }
+            }
+            ExpectedSlashing::DoubleProposal { slot, .. } => {
+                assert_eq!(batch.headers.len(), 2, "batch {at}");
+                assert!(batch.headers.iter().all(|h| h.message.slot == *slot));
+                proposal_at = Some(at);
+            }
+            ExpectedSlashing::SurroundVote { .. } => panic!("none asked for"),
+        }
+    }
+    let at = proposal_at.expect("a double proposal");
+    for dir in ["one", "two", "three"] {
+        std::fs::create_dir(work.path().join(dir)).expect("mkdir");
+    }
+
+    let (out, report) = replay(&injected, &work.path().join("one"), 48);
+    assert!(out.status.success());
+    assert_eq!(check(&report), Some((3, 3, 0)));
+    let found = &report["runs"][0]["backends"][0]["slashings"];
+    let one = digests(&report);
+    assert!(one[at as usize].is_string(), "batch {at} has its slashing");
+
+    // The port processes a batch's headers in arrival order, so with the two headers swapped
+    // it stores the other one first: the same slashings, digest and list.
+    let swapped = with_headers(&injected, &work.path().join("swapped.fixture"), at, |h| {
+        h.reverse()
+    });
+    let (out, report) = replay(&swapped, &work.path().join("two"), 48);
+    assert!(out.status.success());
+    assert_eq!(digests(&report), one);
+    assert_eq!(&report["runs"][0]["backends"][0]["slashings"], found);
+
+    // A third header for the slot is another slashing: that batch's digest differs.
+    let third = with_headers(&injected, &work.path().join("third.fixture"), at, |h| {
+        let mut other = h[1];
+        other.message.state_root = other.message.body_root;
+        h.push(other);
+    });
+    let (out, report) = replay(&third, &work.path().join("three"), 48);
+    assert!(out.status.success());
+    let three = digests(&report);
+    assert_ne!(three[at as usize], one[at as usize]);
+    assert_eq!(three[..at as usize], one[..at as usize]);
 }
 
 #[test]

@@ -319,12 +319,10 @@ fn process_batch<E: Environment>(
     let io_end = ProcIo::read()?;
     let attester = slasher.get_attester_slashings();
     let proposer = slasher.get_proposer_slashings();
-    let digest = slashings_digest(&attester, &proposer);
-    found.attester += attester.len();
-    found.proposer += proposer.len();
-    found
-        .list
-        .extend(summarise(queued.index, &attester, &proposer));
+    let slashings = BatchSlashings::canonical(&attester, &proposer);
+    found.attester += slashings.attester_count();
+    found.proposer += slashings.proposer_count();
+    found.list.extend(summarise(queued.index, &slashings));
 
     bar.set_message(format!("last {wall_ms:.1} ms"));
     bar.inc(1);
@@ -349,9 +347,9 @@ fn process_batch<E: Environment>(
         bytes_written: io_end.since(io_start).write_bytes,
         tiles_written: stats.attestation_stats.num_tiles_written,
         deferred: stats.attestation_stats.num_deferred,
-        attester_slashings: attester.len(),
-        proposer_slashings: proposer.len(),
-        slashings_digest: digest,
+        attester_slashings: slashings.attester_count(),
+        proposer_slashings: slashings.proposer_count(),
+        slashings_digest: slashings.digest(),
         commit_parts,
     })
 }

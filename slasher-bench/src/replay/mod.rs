@@ -53,7 +53,7 @@ use slasher_adapters::{
     with_backend, BackendVisitor, CommitSplit, DatabaseBackend, Durability, Environment,
 };
 use ssz::Encode;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -72,6 +72,7 @@ use self::dirs::*;
 use self::run_info::*;
 pub use self::settings::SlasherSettings;
 pub(crate) use self::settings::SECONDS_PER_SLOT;
+pub use self::summary::BatchSlashings;
 pub(crate) use self::summary::*;
 
 /// `slasher-bench replay`.

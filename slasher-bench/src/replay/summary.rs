@@ -3,24 +3,92 @@
 
 use super::*;
 
-/// SHA-256 over the sorted, tagged SSZ encodings of a batch's slashings; `None` if there are
-/// none. Equal sets give equal digests whatever order a backend found them in.
-pub(crate) fn slashings_digest(
-    attester: &HashSet<AttesterSlashing>,
-    proposer: &HashSet<ProposerSlashing>,
-) -> Option<String> {
-    let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(attester.len() + proposer.len());
-    for s in attester {
-        let mut bytes = vec![b'A'];
-        bytes.extend(s.as_ssz_bytes());
-        encoded.push(bytes);
+/// One batch's slashings in canonical form, the only form the bench digests, counts and lists
+/// (docs/lighthouse.md §4, *What the gate tolerates*). Which of two conflicting objects a
+/// slasher calls "1" depends on the order it processed them in, and Lighthouse processes the
+/// block headers of a batch in `HashSet` order, so that order is not part of a slashing here:
+/// - a proposer slashing holds its two headers ordered by their SSZ bytes;
+/// - a double vote (both attestations with one target epoch) holds its two attestations ordered
+///   by their SSZ bytes;
+/// - a surround vote is kept as found: the consensus spec accepts it only with the surrounding
+///   attestation first, so its order is fixed by its content and a reversed one is a real
+///   difference.
+///
+/// Two slashings that are equal once canonical count once; each list is sorted by SSZ bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchSlashings {
+    /// Attester slashings, each with its SSZ encoding.
+    attester: Vec<(Vec<u8>, AttesterSlashing)>,
+    /// Proposer slashings, each with its SSZ encoding.
+    proposer: Vec<(Vec<u8>, ProposerSlashing)>,
+}
+
+impl BatchSlashings {
+    /// The canonical form of the slashings a slasher returned for one batch.
+    pub fn canonical<'a>(
+        attester: impl IntoIterator<Item = &'a AttesterSlashing>,
+        proposer: impl IntoIterator<Item = &'a ProposerSlashing>,
+    ) -> Self {
+        Self {
+            attester: sorted_unique(attester.into_iter().map(canonical_attester)),
+            proposer: sorted_unique(proposer.into_iter().map(canonical_proposer)),
+        }
     }
-    for s in proposer {
-        let mut bytes = vec![b'P'];
-        bytes.extend(s.as_ssz_bytes());
-        encoded.push(bytes);
+
+    /// How many attester slashings.
+    pub fn attester_count(&self) -> usize {
+        self.attester.len()
     }
-    digest_of_slashings(encoded)
+
+    /// How many proposer slashings.
+    pub fn proposer_count(&self) -> usize {
+        self.proposer.len()
+    }
+
+    /// SHA-256 over the tagged SSZ encodings of the canonical slashings; `None` if there are
+    /// none. Every order a slasher may find or list them in gives the same digest.
+    pub fn digest(&self) -> Option<String> {
+        let tagged = |tag: u8, ssz: &[u8]| {
+            let mut bytes = Vec::with_capacity(ssz.len() + 1);
+            bytes.push(tag);
+            bytes.extend_from_slice(ssz);
+            bytes
+        };
+        let encoded = self
+            .attester
+            .iter()
+            .map(|(ssz, _)| tagged(b'A', ssz))
+            .chain(self.proposer.iter().map(|(ssz, _)| tagged(b'P', ssz)))
+            .collect();
+        digest_of_slashings(encoded)
+    }
+}
+
+/// A proposer slashing with its headers in SSZ byte order.
+fn canonical_proposer(s: &ProposerSlashing) -> ProposerSlashing {
+    let mut out = s.clone();
+    if s.signed_header_1.as_ssz_bytes() > s.signed_header_2.as_ssz_bytes() {
+        std::mem::swap(&mut out.signed_header_1, &mut out.signed_header_2);
+    }
+    out
+}
+
+/// A double vote with its attestations in SSZ byte order; a surround vote unchanged.
+fn canonical_attester(s: &AttesterSlashing) -> AttesterSlashing {
+    let mut out = s.clone();
+    let double_vote = s.attestation_1.data.target.epoch == s.attestation_2.data.target.epoch;
+    if double_vote && s.attestation_1.as_ssz_bytes() > s.attestation_2.as_ssz_bytes() {
+        std::mem::swap(&mut out.attestation_1, &mut out.attestation_2);
+    }
+    out
+}
+
+/// `items` with their SSZ encodings, sorted by them, each distinct encoding once.
+fn sorted_unique<T: Encode>(items: impl Iterator<Item = T>) -> Vec<(Vec<u8>, T)> {
+    let mut out: Vec<(Vec<u8>, T)> = items.map(|t| (t.as_ssz_bytes(), t)).collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
 }
 
 /// The digest of one batch's slashings, each given as a tag byte (`A` attester, `P` proposer)
@@ -47,15 +115,12 @@ pub(super) fn vote(a: &IndexedAttestation) -> VoteRecord {
     }
 }
 
-/// Human-readable summaries of one batch's slashings, in a deterministic order.
-pub(crate) fn summarise(
-    batch: u64,
-    attester: &HashSet<AttesterSlashing>,
-    proposer: &HashSet<ProposerSlashing>,
-) -> Vec<SlashingRecord> {
-    let mut out: Vec<SlashingRecord> = attester
+/// Human-readable summaries of one batch's canonical slashings, in a deterministic order.
+pub(crate) fn summarise(batch: u64, slashings: &BatchSlashings) -> Vec<SlashingRecord> {
+    let mut out: Vec<SlashingRecord> = slashings
+        .attester
         .iter()
-        .map(|s| {
+        .map(|(_, s)| {
             let first: BTreeSet<u64> = s.attestation_1.attesting_indices.iter().copied().collect();
             let both = s
                 .attestation_2
@@ -81,7 +146,7 @@ pub(crate) fn summarise(
             }
         })
         .collect();
-    out.extend(proposer.iter().map(|s| SlashingRecord {
+    out.extend(slashings.proposer.iter().map(|(_, s)| SlashingRecord {
         batch,
         kind: "double_proposal".into(),
         validators: vec![s.signed_header_1.message.proposer_index],

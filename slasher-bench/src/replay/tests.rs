@@ -1,6 +1,7 @@
 //! Unit tests of the replay's parsing and summaries.
 
 use super::*;
+use std::collections::HashSet;
 
 #[test]
 fn db_dir_specs_parse() {
@@ -20,5 +21,150 @@ fn db_dir_specs_parse() {
 
 #[test]
 fn empty_batches_have_no_digest() {
-    assert_eq!(slashings_digest(&HashSet::new(), &HashSet::new()), None);
+    assert_eq!(
+        BatchSlashings::canonical(&HashSet::new(), &HashSet::new()).digest(),
+        None
+    );
+}
+
+/// The canonical form (`BatchSlashings`) against the orders a slasher may list a slashing's
+/// two halves in, and against real differences.
+mod canonical {
+    use super::*;
+    use crate::report::{first_disagreement, BackendResult, BatchRecord};
+    use slasher_adapters::slasher::types::{
+        AttestationData, BeaconBlockHeader, Checkpoint, Hash256, SignedBeaconBlockHeader,
+    };
+
+    fn header(body: u8) -> SignedBeaconBlockHeader {
+        SignedBeaconBlockHeader {
+            message: BeaconBlockHeader {
+                slot: 4_700_013,
+                proposer_index: 1_234,
+                body_root: Hash256::repeat_byte(body),
+                ..BeaconBlockHeader::default()
+            },
+            signature: [body; 96],
+        }
+    }
+
+    fn proposal(first: u8, second: u8) -> ProposerSlashing {
+        ProposerSlashing {
+            signed_header_1: header(first),
+            signed_header_2: header(second),
+        }
+    }
+
+    fn vote(validators: &[u64], source: u64, target: u64, head: u8) -> IndexedAttestation {
+        let data = AttestationData {
+            slot: target * 32,
+            beacon_block_root: Hash256::repeat_byte(head),
+            source: Checkpoint {
+                epoch: source,
+                ..Checkpoint::default()
+            },
+            target: Checkpoint {
+                epoch: target,
+                ..Checkpoint::default()
+            },
+            ..AttestationData::default()
+        };
+        IndexedAttestation::new(validators.to_vec(), data, [head; 96]).expect("attestation")
+    }
+
+    fn pair(a: &IndexedAttestation, b: &IndexedAttestation) -> AttesterSlashing {
+        AttesterSlashing {
+            attestation_1: a.clone(),
+            attestation_2: b.clone(),
+        }
+    }
+
+    fn of(attester: &[AttesterSlashing], proposer: &[ProposerSlashing]) -> BatchSlashings {
+        BatchSlashings::canonical(attester, proposer)
+    }
+
+    /// A row with one batch per given batch of slashings, digested as the bench does.
+    fn row(name: &str, batches: &[BatchSlashings]) -> BackendResult {
+        BackendResult {
+            name: name.into(),
+            batches: batches
+                .iter()
+                .enumerate()
+                .map(|(i, s)| BatchRecord {
+                    index: i as u64,
+                    attester_slashings: s.attester_count(),
+                    proposer_slashings: s.proposer_count(),
+                    slashings_digest: s.digest(),
+                    ..BatchRecord::default()
+                })
+                .collect(),
+            ..BackendResult::default()
+        }
+    }
+
+    #[test]
+    fn a_double_proposal_in_either_order_is_one_slashing() {
+        let (ab, ba) = (of(&[], &[proposal(1, 2)]), of(&[], &[proposal(2, 1)]));
+        assert!(ab.digest().is_some());
+        assert_eq!(ab.digest(), ba.digest());
+        assert_eq!(summarise(7, &ab), summarise(7, &ba));
+        // Both orders at once are the same slashing: counted once.
+        let both = of(&[], &[proposal(1, 2), proposal(2, 1)]);
+        assert_eq!((both.proposer_count(), both.digest()), (1, ab.digest()));
+        // The gate passes rows that listed the two orders.
+        let quiet = of(&[], &[]);
+        let rows = [
+            row("lighthouse:lmdb@ext4", &[quiet.clone(), ab.clone()]),
+            row("lmdb@ext4", &[quiet.clone(), ba]),
+        ];
+        assert!(first_disagreement(&[&rows[0], &rows[1]]).is_none());
+
+        // A third header is another slashing: another digest, and the gate fails at batch 1.
+        for other in [
+            of(&[], &[proposal(1, 3)]),
+            of(&[], &[proposal(3, 2)]),
+            of(&[], &[proposal(1, 2), proposal(1, 3)]),
+        ] {
+            assert_ne!(other.digest(), ab.digest());
+            let third = row("butter@btrfs", &[quiet.clone(), other]);
+            let d = first_disagreement(&[&rows[0], &third]).expect("the gate fails");
+            assert_eq!(d.batch_index, 1);
+        }
+    }
+
+    #[test]
+    fn a_double_vote_in_either_order_is_one_slashing_and_a_surround_keeps_its_order() {
+        let x = vote(&[5, 9], 10, 11, 1);
+        let y = vote(&[9], 10, 11, 2);
+        let (xy, yx) = (of(&[pair(&x, &y)], &[]), of(&[pair(&y, &x)], &[]));
+        assert!(xy.digest().is_some());
+        assert_eq!(xy.digest(), yx.digest());
+        assert_eq!(summarise(3, &xy), summarise(3, &yx));
+        assert_eq!(of(&[pair(&x, &y), pair(&y, &x)], &[]).attester_count(), 1);
+        let first = row("a", std::slice::from_ref(&xy));
+        assert!(first_disagreement(&[&first, &row("b", &[yx])]).is_none());
+
+        // A changed attestation: another head, another validator, another signature.
+        let changed = [
+            vote(&[9], 10, 11, 3),
+            vote(&[8, 9], 10, 11, 2),
+            IndexedAttestation {
+                signature: [7; 96],
+                ..y.clone()
+            },
+        ];
+        for z in &changed {
+            let other = of(&[pair(z, &x)], &[]);
+            assert_ne!(other.digest(), xy.digest(), "{z:?}");
+            let d = first_disagreement(&[&first, &row("b", &[other])]);
+            assert_eq!(d.expect("the gate fails").batch_index, 0);
+        }
+
+        // A surround vote is valid only with the surrounding attestation first: the reversed
+        // pair is another (invalid) slashing, and the two kinds never mix.
+        let around = vote(&[9], 8, 12, 4);
+        let (valid, reversed) = (of(&[pair(&around, &x)], &[]), of(&[pair(&x, &around)], &[]));
+        assert_ne!(valid.digest(), reversed.digest());
+        assert_ne!(valid.digest(), of(&[], &[proposal(1, 2)]).digest());
+    }
 }
