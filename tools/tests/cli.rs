@@ -185,7 +185,17 @@ fn check_names_a_damaged_segment() {
         return;
     };
     let db = t.join("db");
-    make_db(&db, 12);
+    {
+        // One segment of many blocks: open reads only the footer, the index and the last
+        // block, so damage in the first block is found by the full read alone.
+        let env = open(&db);
+        let big = env.create_table("big").unwrap();
+        let mut txn = env.begin_write().unwrap();
+        for i in 0..3000u32 {
+            txn.put(big, &i.to_be_bytes(), &[i as u8; 100]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
     let gen = std::fs::read_dir(&db)
         .unwrap()
         .flatten()
@@ -198,6 +208,13 @@ fn check_names_a_damaged_segment() {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "seg"))
         .unwrap();
+    assert!(
+        std::fs::metadata(&seg).unwrap().len() > 100_000,
+        "many blocks"
+    );
+    // Stat and dump open the segment without reading that block.
+    let o = butter(&["dump", path(&db), "big", "--from", "00000bb0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     // Flip one byte of the first data block (the footer and index, read at open, stay intact).
     use butter_db::fs::BtrfsFs;
     BtrfsFs.set_readonly(&gen, false).unwrap();
@@ -205,9 +222,20 @@ fn check_names_a_damaged_segment() {
     bytes[10] ^= 0x40;
     std::fs::write(&seg, &bytes).unwrap();
     BtrfsFs.set_readonly(&gen, true).unwrap();
+    let o = butter(&["dump", path(&db), "big", "--from", "00000bb0"]);
+    assert!(
+        o.status.success(),
+        "the damage is not in the blocks dump read: {}",
+        stderr(&o)
+    );
     let o = butter(&["check", path(&db)]);
     assert_error(&o, "checksum mismatch");
     assert!(stderr(&o).contains(seg.file_name().unwrap().to_str().unwrap()));
+    assert!(
+        stderr(&o).contains("at byte 0"),
+        "the first block: {}",
+        stderr(&o)
+    );
 }
 
 #[test]
