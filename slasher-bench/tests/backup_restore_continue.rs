@@ -52,7 +52,7 @@ fn replay(slasher: &Slasher<Butter>, batches: &[Batch]) -> Result<Found, String>
     let mut found = Vec::new();
     for b in batches {
         for h in &b.headers {
-            slasher.accept_block_header(h.clone());
+            slasher.accept_block_header(*h);
         }
         for a in &b.attestations {
             slasher.accept_attestation(a.clone());

@@ -163,16 +163,17 @@ fn streams_restore_full_and_incremental_and_refuse_truncation() {
 
     // Standard output and input.
     let piped = t.join("piped");
-    let send = Command::new(env!("CARGO_BIN_EXE_butter"))
+    let mut send = Command::new(env!("CARGO_BIN_EXE_butter"))
         .args(["backup", path(&db), path(&t.join("copy3")), "--stream", "-"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_butter"))
         .args(["restore", "-", path(&piped)])
-        .stdin(send.stdout.unwrap())
+        .stdin(send.stdout.take().unwrap())
         .output()
         .unwrap();
+    assert!(send.wait().unwrap().success());
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(read_db(&piped), model_after(44));
 

@@ -482,7 +482,7 @@ fn read_all(mut file: &File, path: &Path) -> Result<Vec<u8>> {
 
 impl DbId {
     /// The identity's 16 bytes in hex.
-    pub(crate) fn to_hex_string(&self) -> String {
+    pub(crate) fn to_hex_string(self) -> String {
         let bytes = self.encode();
         bytes
             .get(8..24)
