@@ -68,7 +68,7 @@ pub enum ToolError {
 pub type Result<T, E = ToolError> = std::result::Result<T, E>;
 
 /// One table in `stat`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TableRow {
     /// Its name.
     pub name: String,

@@ -137,23 +137,21 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
         "{:<28} {:>12} {:>10} {:>10} {:>11} {:>8} {:>10}",
         "table", "entries", "live MiB", "dead MiB", "tombstones", "segments", "file MiB"
     )?;
-    let mut total = butter_tools::TableRow {
-        name: "total".into(),
-        entries: 0,
-        live_bytes: 0,
-        dead_bytes: 0,
-        tombstones: 0,
-        segments: 0,
-        file_bytes: 0,
-    };
-    for t in &s.tables {
-        total.entries += t.entries;
-        total.live_bytes += t.live_bytes;
-        total.dead_bytes += t.dead_bytes;
-        total.tombstones += t.tombstones;
-        total.segments += t.segments;
-        total.file_bytes += t.file_bytes;
-    }
+    let total = s.tables.iter().fold(
+        butter_tools::TableRow {
+            name: "total".into(),
+            ..Default::default()
+        },
+        |mut sum, t| {
+            sum.entries += t.entries;
+            sum.live_bytes += t.live_bytes;
+            sum.dead_bytes += t.dead_bytes;
+            sum.tombstones += t.tombstones;
+            sum.segments += t.segments;
+            sum.file_bytes += t.file_bytes;
+            sum
+        },
+    );
     for t in s.tables.iter().chain(std::iter::once(&total)) {
         writeln!(
             out,

@@ -60,11 +60,9 @@ fn help_names_every_subcommand() {
 
 #[test]
 fn stat_check_and_dump_show_what_was_committed() {
-    let Some(t) = btrfs_dir("butter_stat") else {
+    let Some((_t, db)) = test_db("butter_stat", 40) else {
         return;
     };
-    let db = t.join("db");
-    make_db(&db, 40);
     let model = model_after(40);
 
     let o = butter(&["stat", path(&db), "--json"]);
@@ -240,11 +238,9 @@ fn check_names_a_damaged_segment() {
 
 #[test]
 fn remove_deletes_a_database_and_refuses_others() {
-    let Some(t) = btrfs_dir("butter_remove") else {
+    let Some((_t, db)) = test_db("butter_remove", 5) else {
         return;
     };
-    let db = t.join("db");
-    make_db(&db, 5);
     // In use: refused.
     let env = open(&db);
     assert_error(&butter(&["remove", path(&db)]), "locked by another process");
@@ -269,11 +265,9 @@ fn remove_deletes_a_database_and_refuses_others() {
 
 #[test]
 fn backup_refuses_bad_destinations_and_changes_nothing() {
-    let Some(t) = btrfs_dir("butter_baddest") else {
+    let Some((t, db)) = test_db("butter_baddest", 3) else {
         return;
     };
-    let db = t.join("db");
-    make_db(&db, 3);
     let full = t.join("full");
     std::fs::create_dir(&full).unwrap();
     std::fs::write(full.join("x"), b"x").unwrap();
@@ -298,11 +292,9 @@ fn backup_refuses_bad_destinations_and_changes_nothing() {
 
 #[test]
 fn backup_makes_a_new_database_that_opens() {
-    let Some(t) = btrfs_dir("butter_backup") else {
+    let Some((t, db)) = test_db("butter_backup", 30) else {
         return;
     };
-    let db = t.join("db");
-    make_db(&db, 30);
     let dest = t.join("copy");
     std::fs::create_dir(&dest).unwrap(); // an empty directory is accepted
     let o = butter(&["backup", path(&db), path(&dest)]);

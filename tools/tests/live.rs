@@ -251,40 +251,36 @@ fn kill_and_check(args: &[&str], dest: &Path, delay: Duration, want: u64, left: 
     assert!(!dest.exists());
 }
 
+/// 40 runs of `args` killed after 0 to 39² × `unit` µs, each checked by [`kill_and_check`]
+/// (the source holds transactions 1..=20).
+fn kill_rounds(args: &[&str], dest: &Path, unit: u64) -> Left {
+    let mut left = Left::default();
+    for step in 0..40u64 {
+        let delay = Duration::from_micros(step * step * unit);
+        kill_and_check(args, dest, delay, 20, &mut left);
+    }
+    left
+}
+
 #[test]
 fn a_killed_backup_or_restore_leaves_nothing_the_engine_adopts() {
-    let Some(t) = btrfs_dir("butter_kill") else {
+    let Some((t, db)) = test_db("butter_kill", 20) else {
         return;
     };
-    let db = t.join("db");
-    make_db(&db, 20);
     let dest = t.join("dest");
-    let delay = |step: u64| Duration::from_micros(step * step * 80);
-    let mut left = Left::default();
-    for step in 0..40 {
-        let args = ["backup", path(&db), path(&dest)];
-        kill_and_check(&args, &dest, delay(step), 20, &mut left);
-    }
+    let left = kill_rounds(&["backup", path(&db), path(&dest)], &dest, 80);
     eprintln!("backup killed: {left:?}");
     assert!(left.partial > 0, "no kill fell inside a backup: {left:?}");
     let copy = t.join("copy");
     assert!(butter(&["backup", path(&db), path(&copy)]).status.success());
-    let mut left = Left::default();
-    for step in 0..40 {
-        let args = ["restore", path(&copy), path(&dest)];
-        kill_and_check(&args, &dest, delay(step), 20, &mut left);
-    }
+    let left = kill_rounds(&["restore", path(&copy), path(&dest)], &dest, 80);
     eprintln!("restore from a copy killed: {left:?}");
     if butter_test_support::is_root() {
         let stream = t.join("s.stream");
         let c2 = t.join("c2");
         let args = ["backup", path(&db), path(&c2), "--stream", path(&stream)];
         assert!(butter(&args).status.success());
-        let mut left = Left::default();
-        for step in 0..40 {
-            let args = ["restore", path(&stream), path(&dest)];
-            kill_and_check(&args, &dest, delay(step), 20, &mut left);
-        }
+        let left = kill_rounds(&["restore", path(&stream), path(&dest)], &dest, 60);
         eprintln!("restore from a stream killed: {left:?}");
         assert!(left.partial > 0, "no kill fell inside a restore: {left:?}");
     }

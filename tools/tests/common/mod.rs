@@ -160,6 +160,14 @@ pub fn make_db(dir: &Path, j: u64) {
     }
 }
 
+/// A test directory holding `db`, a database after transactions 1..=j; `None` after a SKIP.
+pub fn test_db(test: &str, j: u64) -> Option<(TestDir, PathBuf)> {
+    let t = btrfs_dir(test)?;
+    let db = t.join("db");
+    make_db(&db, j);
+    Some((t, db))
+}
+
 /// What the database in `dir` holds, read through the engine.
 pub fn read_db(dir: &Path) -> Model {
     let env = open(dir);
