@@ -21,9 +21,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Per table: entries, live and dead bytes, segments; generations on disk; the lock's holder;
-    /// filesystem usage; format version and identity. Reads every segment of the newest
-    /// generation.
+    /// Show tables, generations, the writer, filesystem usage, format and identity
+    ///
+    /// Per table: entries, live and dead bytes, tombstones, segments. Also the generations on
+    /// disk, the process holding the writer's lock, the filesystem's usage, the format version
+    /// and the identity. Reads every segment of the newest generation, beside a live writer.
     Stat {
         /// The database directory.
         dir: PathBuf,
@@ -31,16 +33,22 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Read every segment block, index and footer of the newest generation, its manifest and
-    /// identity; check CRCs, key order and counts. Exits 1 naming the first thing wrong.
-    /// Read-only: runs beside a live writer.
+    /// Verify the newest generation whole, read-only
+    ///
+    /// Reads every segment block, index and footer of the newest generation, its manifest and
+    /// identity; checks CRCs, key order and counts. Exits 1 naming the first thing wrong.
+    /// Writes nothing: runs beside a live writer.
     Check {
         /// The database directory.
         dir: PathBuf,
     },
-    /// Make DEST a new database holding DIR's newest committed generation while the writer goes
-    /// on: btrfs snapshots on the same filesystem (instant, no data copied, no root). With
-    /// --stream, also write DEST's generation as a `btrfs send` stream (root).
+    /// Copy the newest committed generation into a new database (and a send stream)
+    ///
+    /// Makes DEST a new database holding DIR's newest committed generation while the writer
+    /// goes on: btrfs snapshots on the same filesystem (instant, no data copied, no root). The
+    /// copy gets an identity of its own. With --stream, also writes DEST's generation as a
+    /// `btrfs send` stream (root); with --parent, one holding only what changed since an
+    /// earlier copy.
     Backup {
         /// The database directory.
         dir: PathBuf,
@@ -55,9 +63,12 @@ enum Cmd {
         #[arg(long, value_name = "PREV", requires = "stream")]
         parent: Option<PathBuf>,
     },
-    /// Make DEST a new database from a copy (a directory) or from `btrfs send` streams (files,
+    /// Make a new database from a copy or from send streams
+    ///
+    /// Makes DEST a new database from a copy (a directory) or from `btrfs send` streams (files,
     /// or `-` for standard input: the full stream first, then incremental ones in order;
-    /// root). The result is checked whole before it can be opened.
+    /// root). The result is checked whole before it can be opened; a failed restore leaves
+    /// nothing.
     Restore {
         /// A copy made by `backup`, or stream files.
         #[arg(required = true, num_args = 1..)]
@@ -65,7 +76,10 @@ enum Cmd {
         /// The new database: a new or empty directory on btrfs.
         dest: PathBuf,
     },
-    /// Print a table's entries, `key value` in hex, one a line, in key order.
+    /// Print a table's entries in hex
+    ///
+    /// One `key value` line per entry, in key order, as a reader of the newest generation
+    /// sees them; --from and --to bound the keys.
     Dump {
         /// The database directory.
         dir: PathBuf,
@@ -81,8 +95,11 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
     },
-    /// Delete a database with its read-only snapshots (which `rm -rf` cannot). Refuses a
-    /// directory that is not a butter database, and one a process has open.
+    /// Delete a database with its read-only snapshots
+    ///
+    /// Deletes DIR with its read-only snapshots, which `rm -rf` cannot, also without root.
+    /// Refuses, changing nothing, a directory that is not a butter database (or holds anything
+    /// else), and one a process has open. Finishes a copy or removal that was interrupted.
     Remove {
         /// The database directory.
         dir: PathBuf,
