@@ -405,11 +405,15 @@ pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
     let mut merge_outputs = (0, 0);
     if scan.compact {
         for entry in std::fs::read_dir(&compact).map_err(|e| Error::io("list", &compact, e))? {
-            let meta = entry
-                .and_then(|e| e.metadata())
-                .map_err(|e| Error::io("stat", &compact, e))?;
-            merge_outputs.0 += 1;
-            merge_outputs.1 += meta.len();
+            // A commit swapping a merge output in unlinks it: one gone meanwhile is not counted.
+            match entry.and_then(|e| e.metadata()) {
+                Ok(meta) => {
+                    merge_outputs.0 += 1;
+                    merge_outputs.1 += meta.len();
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("stat", &compact, e)),
+            }
         }
     }
     let vfs = nix::sys::statvfs::statvfs(db).map_err(|e| Error::io("statvfs", db, e.into()))?;
