@@ -36,27 +36,16 @@ fn assert_committed_state(copy: &Path) -> u64 {
     j
 }
 
-#[test]
-fn check_stat_and_backup_beside_a_committing_writer() {
-    let Some(t) = btrfs_dir("butter_live") else {
-        return;
-    };
-    let db = t.join("db");
-    let env = Arc::new(open_background(&db));
-    let done = Arc::new(AtomicBool::new(false));
-    const TXNS: u64 = 120;
-    let writer = {
-        let (env, done) = (env.clone(), done.clone());
-        std::thread::spawn(move || {
-            for i in 1..=TXNS {
-                commit(&env, i);
-            }
-            done.store(true, Ordering::SeqCst);
-        })
-    };
+/// Transactions the writer commits while the tool reads.
+const LIVE_TXNS: u64 = 120;
+
+/// Runs check, stat and backup in a loop until `done` says the writer has finished (and at
+/// least three rounds), then checks that every copy holds a committed state and that some were
+/// taken while the writer was committing.
+fn read_beside_writer(t: &TestDir, db: &Path, mut done: impl FnMut() -> bool) {
     let (mut rounds, mut copies) = (0, Vec::new());
-    while !done.load(Ordering::SeqCst) || rounds < 3 {
-        for args in [vec!["check", path(&db)], vec!["stat", path(&db), "--json"]] {
+    while !done() || rounds < 3 {
+        for args in [vec!["check", path(db)], vec!["stat", path(db), "--json"]] {
             let o = butter(&args);
             assert!(
                 o.status.success(),
@@ -65,7 +54,7 @@ fn check_stat_and_backup_beside_a_committing_writer() {
             );
         }
         let dest = t.join(&format!("copy-{rounds}"));
-        let o = butter(&["backup", path(&db), path(&dest)]);
+        let o = butter(&["backup", path(db), path(&dest)]);
         assert!(
             o.status.success(),
             "backup beside the writer: {}",
@@ -74,14 +63,100 @@ fn check_stat_and_backup_beside_a_committing_writer() {
         copies.push(dest);
         rounds += 1;
     }
-    writer.join().unwrap();
-    drop(env);
     let seen: Vec<u64> = copies.iter().map(|c| assert_committed_state(c)).collect();
     eprintln!("{rounds} rounds beside the writer; copies at transactions {seen:?}");
     assert!(
-        seen.iter().any(|&j| j > 0 && j < TXNS),
+        seen.iter().any(|&j| j > 0 && j < LIVE_TXNS),
         "no copy was taken while the writer was committing: {seen:?}"
     );
+}
+
+#[test]
+fn check_stat_and_backup_beside_a_committing_writer() {
+    let Some(t) = btrfs_dir("butter_live") else {
+        return;
+    };
+    let db = t.join("db");
+    let env = Arc::new(open_background(&db));
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (env, done) = (env.clone(), done.clone());
+        std::thread::spawn(move || {
+            for i in 1..=LIVE_TXNS {
+                commit(&env, i);
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    read_beside_writer(&t, &db, || done.load(Ordering::SeqCst));
+    writer.join().unwrap();
+}
+
+/// The variable naming the database the writer child commits to.
+const WRITER_CHILD_DB: &str = "BUTTER_TOOLS_WRITER_CHILD_DB";
+
+/// Not a test of its own: the writer process of
+/// `check_stat_and_backup_beside_an_unprivileged_writer`, run by that test as another user
+/// (this test binary again, with this test alone). Without the variable it does nothing.
+#[test]
+fn writer_child() {
+    let Some(db) = std::env::var_os(WRITER_CHILD_DB) else {
+        return;
+    };
+    let env = open_background(Path::new(&db));
+    for i in 1..=LIVE_TXNS {
+        commit(&env, i);
+    }
+}
+
+/// As above, with the writer an unprivileged process: without `CAP_SYS_ADMIN` or the mount
+/// option `user_subvol_rm_allowed`, it deletes its old generations by clearing their read-only
+/// flag, unlinking their files one by one and `rmdir` (design.md §3 step 7), which a reader
+/// can meet half-way.
+#[test]
+fn check_stat_and_backup_beside_an_unprivileged_writer() {
+    use std::os::unix::process::CommandExt;
+    let Some(t) = btrfs_dir("butter_live_user") else {
+        return;
+    };
+    if !butter_test_support::is_root() {
+        butter_test_support::skip(
+            "check_stat_and_backup_beside_an_unprivileged_writer",
+            "running the writer as another user needs root",
+        );
+        return;
+    }
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts.contains("user_subvol_rm_allowed"),
+        "the writer would delete its generations with SNAP_DESTROY: nothing new is tested"
+    );
+    let db = t.join("db");
+    std::fs::create_dir(&db).unwrap();
+    std::os::unix::fs::chown(&db, Some(65534), Some(65534)).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "writer_child", "--nocapture", "--test-threads=1"])
+        .env(WRITER_CHILD_DB, &db)
+        .uid(65534)
+        .gid(65534)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The child has made the database once a generation exists.
+    while !std::fs::read_dir(&db)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    read_beside_writer(&t, &db, || match child.try_wait().unwrap() {
+        Some(status) => {
+            assert!(status.success(), "the writer child failed");
+            true
+        }
+        None => false,
+    });
 }
 
 fn btrfs_progs_and_root(test: &str) -> bool {
