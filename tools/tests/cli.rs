@@ -261,6 +261,21 @@ fn remove_deletes_a_database_and_refuses_others() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("1 generations"), "{}", stdout(&o));
     assert!(!db.exists());
+    // What `rm -rf` leaves of a database (its files gone, its read-only generation not, nor
+    // its identity inside it): still removable.
+    make_db(&db, 3);
+    let rm = std::process::Command::new("rm")
+        .args(["-rf", path(&db)])
+        .output()
+        .unwrap();
+    assert!(
+        !rm.status.success() && db.exists(),
+        "rm -rf removed a read-only snapshot"
+    );
+    assert!(!db.join("butter.id").exists());
+    let o = butter(&["remove", path(&db)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!db.exists());
 }
 
 #[test]

@@ -36,7 +36,8 @@ fn not_a_database(dir: &Path, reason: impl Into<String>) -> Error {
 ///
 /// Refuses, changing nothing, a directory that holds anything but the engine's names (and the
 /// `butter` tool's: [`INCOMPLETE_MARKER`], [`STAGING_SUBVOLUME`], [`RECEIVE_DIR`]), one with
-/// neither `butter.id` nor the marker, a generation of another database, an entry of the wrong
+/// neither `butter.id` nor the marker (unless its generations, all carrying one identity, are
+/// what `rm -rf` left of it), a generation of another database, an entry of the wrong
 /// type, and a database whose writer's lock a process holds. The lock is held until the end.
 /// The identity is renamed to the marker first, so that a removal stopped half-way leaves a
 /// directory the engine refuses to open and this function removes.
@@ -81,6 +82,13 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
     let id = root::read_id(&dir.join(ID_FILE))?;
     let incomplete = dir.join(INCOMPLETE_MARKER);
     let marked = root::check_kind(&incomplete, Kind::File)?;
+    // `rm -rf` run on a database removes its files and fails on the read-only generations,
+    // identity included: generations that all carry one identity are still the database's.
+    let id = match (id, generations.first()) {
+        (Some(id), _) => Some(id),
+        (None, Some(&g)) if !marked => root::read_id(&dir.join(root::gen_name(g)).join(ID_FILE))?,
+        (None, _) => None,
+    };
     if id.is_none() && !marked {
         return Err(not_a_database(
             dir,
@@ -102,7 +110,7 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
     }
     let _lock = take_lock(dir)?;
     // From here on the engine refuses the directory (no identity) and this function takes it.
-    if id.is_some() {
+    if root::check_kind(&dir.join(ID_FILE), Kind::File)? {
         BtrfsFs
             .rename(&dir.join(ID_FILE), &incomplete)
             .map_err(|e| Error::io("rename", &incomplete, e))?;
