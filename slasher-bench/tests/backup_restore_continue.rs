@@ -116,6 +116,22 @@ fn empty_table(db: &Path, table: &str) {
     txn.commit().unwrap();
 }
 
+/// Removes the databases it names when dropped (their read-only generations are beyond
+/// `TempDir`'s reach), passed or failed.
+struct Databases(Vec<PathBuf>);
+
+impl Drop for Databases {
+    fn drop(&mut self) {
+        for db in &self.0 {
+            if db.exists() {
+                if let Err(e) = butter_tools::remove(db) {
+                    eprintln!("removing {}: {e}", db.display());
+                }
+            }
+        }
+    }
+}
+
 /// Where each slashing was found: (batch, count), for the failure message.
 fn summary(found: &[Vec<Vec<u8>>], first: usize) -> Vec<(usize, usize)> {
     found
@@ -136,6 +152,12 @@ fn backup_during_replay_restore_check_and_continue() {
         .tempdir_in(&base)
         .expect("temp dir on btrfs");
     let dir = |name: &str| -> PathBuf { work.path().join(name) };
+    let _cleanup = Databases(
+        ["reference", "original", "copy", "restored", "damaged"]
+            .iter()
+            .map(|n| dir(n))
+            .collect(),
+    );
     let fixture_path = dir("small.fixture");
     generate(&GenerateOptions::new(512, 4, 5), &fixture_path).expect("generate");
     let fixture = FixtureReader::open(&fixture_path).expect("fixture");

@@ -41,6 +41,8 @@ pub const STAGING_SUBVOLUME: &str = "butter.staging";
 pub const RECEIVE_DIR: &str = "butter.receive";
 
 const DIR_MODE: u32 = 0o700;
+/// How many times a copy starts again on a newer generation (as [`Snapshot::open`]).
+const MAX_ATTEMPTS: usize = 1000;
 const FILE_MODE: u32 = 0o600;
 
 /// What a copy holds.
@@ -155,19 +157,26 @@ impl NewCopy {
     /// # Errors
     /// [`Error::BadDestination`] (not on `db`'s filesystem), as [`Snapshot::open`], I/O.
     pub fn install_newest_of(&mut self, db: &Path) -> Result<&CopyInfo> {
-        loop {
+        for _ in 0..MAX_ATTEMPTS {
             let source = Snapshot::open(db)?;
             if self.install_from(&source)? {
-                break;
+                return self
+                    .installed
+                    .as_ref()
+                    .ok_or_else(|| bad_dest(&self.dest, "nothing was copied"));
             }
             log::debug!(
                 "generation {} went away while it was copied; again",
                 source.generation()
             );
         }
-        self.installed
-            .as_ref()
-            .ok_or_else(|| bad_dest(&self.dest, "nothing was copied"))
+        Err(Error::Io {
+            op: "copy the newest generation",
+            path: db.into(),
+            source: io::Error::other(format!(
+                "a writer deleted it {MAX_ATTEMPTS} times while it was being copied"
+            )),
+        })
     }
 
     /// Makes the copy's generation from `source` (a generation opened by itself, such as a
