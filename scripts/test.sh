@@ -232,6 +232,7 @@ select_packages() {
             backend) p=butter_db ;;
             adapters) p=slasher-adapters ;;
             tests) p=butter-tests ;;
+            tools) p=butter-tools ;;
         esac
         [[ $p == slasher-adapters ]] && ADAPTERS_SELECTED=true
         PKG_ARGS+=(-p "$p")

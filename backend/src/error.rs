@@ -147,6 +147,25 @@ pub enum Error {
     /// A cursor operation needed a current entry.
     #[error("cursor is not positioned on an entry")]
     CursorUnpositioned,
+    /// The directory holds no database the `admin` functions may read, copy or remove (no
+    /// identity, no committed generation, or entries butter_db does not make). Nothing was
+    /// changed.
+    #[error("{path} is not a butter_db database: {reason}; nothing was changed")]
+    NotADatabase {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A copy's destination cannot be used: not empty, inside the database copied, not a
+    /// directory, or on another filesystem. Nothing was changed.
+    #[error("cannot copy into {path}: {reason}; nothing was changed")]
+    BadDestination {
+        /// The destination.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -21,6 +21,7 @@
 // Tests may unwrap and index freely.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
+pub mod admin;
 mod cache;
 mod env;
 mod error;

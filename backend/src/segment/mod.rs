@@ -91,6 +91,7 @@ mod builder;
 mod iter;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 pub(crate) use block::{key_prefix, search_prefixed, Block};
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};

@@ -1,0 +1,134 @@
+//! The read-only inspection and copy API (`butter_db::admin`, design.md §9) against the states
+//! a writer deleting a generation passes through, and against damage it must report rather
+//! than work around. The `butter` tool's own tests (`tools/tests/`) cover the commands.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use butter_db::admin::{self, NewCopy, Snapshot};
+use butter_db::fs::BtrfsFs;
+use butter_db::{Env, Error};
+
+fn make_db(dir: &Path, commits: u8) -> Env {
+    let env = Env::open_path(dir).unwrap();
+    let t = env.create_table("t").unwrap();
+    for i in 0..commits {
+        let mut txn = env.begin_write().unwrap();
+        txn.put(t, &[i], &[i; 100]).unwrap();
+        txn.commit().unwrap();
+    }
+    env
+}
+
+fn newest_generation(dir: &Path) -> PathBuf {
+    let mut gens: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("gen-"))
+        .collect();
+    gens.sort();
+    gens.pop().unwrap()
+}
+
+fn segments(gen: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(gen)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect()
+}
+
+#[test]
+fn a_copy_refuses_a_source_that_stopped_being_read_only() {
+    let Some(dir) = common::btrfs_dir("admin_rdonly") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    let env = make_db(&db, 3);
+    // A reader pins the generation; the next commit makes a newer one.
+    let pin = env.begin_read();
+    let mut txn = env.begin_write().unwrap();
+    txn.put(env.table("t").unwrap(), b"k", b"v").unwrap();
+    txn.commit().unwrap();
+    let old = db.join(format!("gen-{:020}", pin.generation()));
+    let snap = Snapshot::open_generation(&old).unwrap();
+    // What an unprivileged deleter does first: clear the flag, then unlink.
+    BtrfsFs.set_readonly(&old, false).unwrap();
+    std::fs::remove_file(&segments(&old)[0]).unwrap();
+    let dest = dir.path.join("dest");
+    let mut copy = NewCopy::create(&dest).unwrap();
+    let err = copy.install(&snap).unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupted { reason, .. } if reason.contains("read-only")),
+        "{err}"
+    );
+    drop(copy);
+    assert!(!dest.exists(), "the unfinished copy was removed");
+    // The newest generation copies as usual.
+    let info = admin::backup(&db, &dest).unwrap();
+    assert_eq!(info.generation, env.generation());
+    drop(pin);
+}
+
+#[test]
+fn a_missing_segment_in_the_newest_generation_is_reported() {
+    let Some(dir) = common::btrfs_dir("admin_missing") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    drop(make_db(&db, 3));
+    let gen = newest_generation(&db);
+    let seg = segments(&gen).pop().unwrap();
+    BtrfsFs.set_readonly(&gen, false).unwrap();
+    std::fs::remove_file(&seg).unwrap();
+    BtrfsFs.set_readonly(&gen, true).unwrap();
+    // No newer generation exists, so this is damage, not a writer moving on.
+    match Snapshot::open(&db) {
+        Err(Error::Io { path, .. }) => assert_eq!(path, seg),
+        other => panic!("expected the missing segment, got {other:?}"),
+    }
+    let dest = dir.path.join("dest");
+    assert!(admin::backup(&db, &dest).is_err());
+    assert!(!dest.exists());
+}
+
+#[test]
+fn remove_refuses_another_databases_generation() {
+    let Some(dir) = common::btrfs_dir("admin_foreign") else {
+        return;
+    };
+    let (a, b) = (dir.path.join("a"), dir.path.join("b"));
+    drop(make_db(&a, 1));
+    drop(make_db(&b, 2));
+    // b's generation, snapshotted into a under a name a could have.
+    use butter_db::fs::Fs;
+    let foreign = a.join(format!("gen-{:020}", 999));
+    BtrfsFs
+        .snapshot(&newest_generation(&b), &foreign, true)
+        .unwrap();
+    match admin::remove_database(&a) {
+        Err(Error::ForeignEntry { path, .. }) => assert_eq!(path, foreign),
+        other => panic!("expected ForeignEntry, got {other:?}"),
+    }
+    assert!(
+        a.join("butter.id").exists() && foreign.exists(),
+        "untouched"
+    );
+    // A copy stopped half-way (marker, staging subvolume, no identity) is removable.
+    let half = dir.path.join("half");
+    let copy = NewCopy::create(&half).unwrap();
+    std::mem::forget(copy); // as if killed: its drop would clean up
+    BtrfsFs
+        .snapshot(
+            &newest_generation(&b),
+            &half.join(admin::STAGING_SUBVOLUME),
+            false,
+        )
+        .unwrap();
+    let removed = admin::remove_database(&half).unwrap();
+    assert_eq!(removed.other_subvolumes, 1);
+    assert!(!half.exists());
+}

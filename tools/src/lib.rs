@@ -1,0 +1,509 @@
+//! The `butter` tool's commands, as functions: each checks its input, does its work through
+//! the engine's [`butter_db::admin`] API, and returns what it found for `main.rs` to print.
+//! `btrfs send` and `btrfs receive` (btrfs-progs, root) carry copies between filesystems.
+//!
+//! The operator's guide, with every command's output on a real database: `docs/operator.md`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use butter_db::admin::{self, CopyInfo, DirInfo, NewCopy, Removed, Snapshot, Verified};
+use serde::Serialize;
+
+/// Everything a command can fail with; each prints as one line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The engine refused or failed (not a database, corrupt, locked, bad destination, ...).
+    #[error(transparent)]
+    Engine(#[from] butter_db::Error),
+    /// A key bound of `dump` is not hex.
+    #[error("{what} {given:?} is not hexadecimal: {source}")]
+    BadHex {
+        /// Which bound.
+        what: &'static str,
+        /// As given.
+        given: String,
+        /// Why.
+        #[source]
+        source: hex::FromHexError,
+    },
+    /// A stream file could not be created, opened or written.
+    #[error("{op} {path}: {source}")]
+    StreamFile {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The stream file named for `backup --stream` exists already.
+    #[error("stream file {0} exists; nothing was changed (remove it or name another)")]
+    StreamExists(PathBuf),
+    /// `btrfs send` or `btrfs receive` could not run or failed; what it said is kept.
+    #[error("btrfs {command} failed ({status}): {stderr}; {left}")]
+    Btrfs {
+        /// `send` or `receive`.
+        command: &'static str,
+        /// Its exit status, or why it did not start.
+        status: String,
+        /// Its last error line.
+        stderr: String,
+        /// What was left (nothing, in every case the tool can tell).
+        left: &'static str,
+    },
+    /// `restore` was given nothing to restore, or a directory among streams.
+    #[error("{0}")]
+    BadSources(String),
+    /// Writing the output failed (a closed pipe, a full disk).
+    #[error("writing the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// A command's result.
+pub type Result<T, E = ToolError> = std::result::Result<T, E>;
+
+/// One table in `stat`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableRow {
+    /// Its name.
+    pub name: String,
+    /// Keys a reader sees.
+    pub entries: u64,
+    /// Bytes of those entries.
+    pub live_bytes: u64,
+    /// Bytes of deletions and overwritten versions, which a merge drops.
+    pub dead_bytes: u64,
+    /// Stored deletions.
+    pub tombstones: u64,
+    /// Segment files.
+    pub segments: usize,
+    /// Their bytes.
+    pub file_bytes: u64,
+}
+
+/// `butter stat`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stat {
+    /// The directory.
+    pub path: PathBuf,
+    /// Its identity (32 hex digits).
+    pub identity: String,
+    /// The manifest's (and the database's) format version.
+    pub format_version: u32,
+    /// The newest committed generation, which was read.
+    pub generation: u64,
+    /// Every generation snapshot on disk (older ones are pinned by readers or being deleted).
+    pub generations_on_disk: Vec<u64>,
+    /// Whether the writer's working subvolume `live/` exists.
+    pub live: bool,
+    /// Background merge outputs waiting in `compact/`.
+    pub merge_outputs: usize,
+    /// Their bytes.
+    pub merge_output_bytes: u64,
+    /// The process holding the writer's lock.
+    pub lock_holder: Option<u32>,
+    /// The manifest's next segment number.
+    pub next_segment: u64,
+    /// The manifest's bytes.
+    pub manifest_bytes: u64,
+    /// Per table.
+    pub tables: Vec<TableRow>,
+    /// The filesystem's size, use and space available, in bytes.
+    pub filesystem: FsRow,
+}
+
+/// A filesystem's size and use, in bytes.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FsRow {
+    /// Size.
+    pub total: u64,
+    /// Used.
+    pub used: u64,
+    /// Available.
+    pub available: u64,
+}
+
+/// `butter stat DIR`: reads the newest generation whole, beside a live writer.
+///
+/// # Errors
+/// [`ToolError::Engine`].
+pub fn stat(dir: &Path) -> Result<Stat> {
+    let info: DirInfo = admin::inspect_dir(dir)?;
+    let snap = Snapshot::open(dir)?;
+    let mut tables = Vec::new();
+    for t in snap.tables() {
+        let s = snap.table_stats(&t.name)?;
+        tables.push(TableRow {
+            name: t.name,
+            entries: s.entries,
+            live_bytes: s.live_bytes,
+            dead_bytes: s.dead_bytes,
+            tombstones: s.tombstones,
+            segments: s.segments,
+            file_bytes: s.file_bytes,
+        });
+    }
+    Ok(Stat {
+        path: dir.into(),
+        identity: snap.identity(),
+        format_version: snap.format_version(),
+        generation: snap.generation(),
+        generations_on_disk: info.generations,
+        live: info.live,
+        merge_outputs: info.merge_outputs.0,
+        merge_output_bytes: info.merge_outputs.1,
+        lock_holder: info.lock_holder,
+        next_segment: snap.next_seq(),
+        manifest_bytes: snap.manifest_len(),
+        tables,
+        filesystem: FsRow {
+            total: info.fs.total,
+            used: info.fs.used,
+            available: info.fs.available,
+        },
+    })
+}
+
+/// `butter check`'s result.
+#[derive(Debug, Clone, Copy)]
+pub struct Checked {
+    /// The generation checked.
+    pub generation: u64,
+    /// What was read.
+    pub verified: Verified,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// `butter check DIR`: the newest generation's identity and manifest (at open) and every
+/// segment's blocks, index and footer, read-only, beside a live writer.
+///
+/// # Errors
+/// The first problem found, as [`ToolError::Engine`].
+pub fn check(dir: &Path) -> Result<Checked> {
+    let t = Instant::now();
+    let snap = Snapshot::open(dir)?;
+    let verified = snap.verify()?;
+    Ok(Checked {
+        generation: snap.generation(),
+        verified,
+        elapsed: t.elapsed(),
+    })
+}
+
+/// Parses a hex key bound of `dump`.
+///
+/// # Errors
+/// [`ToolError::BadHex`].
+pub fn parse_hex(what: &'static str, given: &str) -> Result<Vec<u8>> {
+    hex::decode(given).map_err(|source| ToolError::BadHex {
+        what,
+        given: given.into(),
+        source,
+    })
+}
+
+/// `butter dump DIR TABLE`: writes `key value` in hex, one entry a line, keys in `[from, to)`,
+/// at most `limit`; returns how many.
+///
+/// # Errors
+/// [`ToolError::Engine`] (no such table: the error lists none; `stat` does), [`ToolError::Output`].
+pub fn dump(
+    dir: &Path,
+    table: &str,
+    from: Option<&[u8]>,
+    to: Option<&[u8]>,
+    limit: Option<u64>,
+    out: &mut dyn std::io::Write,
+) -> Result<u64> {
+    let snap = Snapshot::open(dir)?;
+    let mut n = 0u64;
+    let mut write_error = None;
+    snap.scan(table, from, to, |k, v| {
+        if limit.is_some_and(|l| n >= l) {
+            return false;
+        }
+        n += 1;
+        match writeln!(out, "{} {}", hex::encode(k), hex::encode(v)) {
+            Ok(()) => true,
+            Err(e) => {
+                write_error = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    Ok(n)
+}
+
+/// `butter remove DIR`.
+///
+/// # Errors
+/// [`ToolError::Engine`]: not a database, foreign entries, locked; nothing changed.
+pub fn remove(dir: &Path) -> Result<Removed> {
+    Ok(admin::remove_database(dir)?)
+}
+
+/// Where `backup` writes a `btrfs send` stream of the copy.
+#[derive(Debug, Clone)]
+pub struct StreamTarget {
+    /// A file (created, never overwritten), or `None` for standard output.
+    pub file: Option<PathBuf>,
+    /// An earlier copy whose generation the stream is incremental from.
+    pub parent: Option<PathBuf>,
+}
+
+/// `butter backup`'s result.
+#[derive(Debug, Clone)]
+pub struct BackedUp {
+    /// The copy.
+    pub copy: CopyInfo,
+    /// How long the copy took.
+    pub copy_time: Duration,
+    /// The stream's bytes and time, if one was written.
+    pub stream: Option<(u64, Duration)>,
+    /// The parent generation of an incremental stream.
+    pub parent_generation: Option<u64>,
+}
+
+/// `butter backup DIR DEST [--stream FILE|- [--parent PREV]]`: makes DEST a new database
+/// holding a copy of DIR's newest committed generation (btrfs snapshots: instant, no data
+/// copied, no root; same filesystem), then, with a stream target, writes DEST's generation as a
+/// `btrfs send` stream (root), incremental from the earlier copy PREV.
+///
+/// # Errors
+/// [`ToolError::Engine`] (DIR not a database, DEST not empty or inside DIR or on another
+/// filesystem, PREV not a copy), [`ToolError::StreamExists`], [`ToolError::Btrfs`]; nothing
+/// is left behind.
+pub fn backup(dir: &Path, dest: &Path, stream: Option<&StreamTarget>) -> Result<BackedUp> {
+    let mut parent = None;
+    if let Some(s) = stream {
+        if let Some(file) = &s.file {
+            if file.symlink_metadata().is_ok() {
+                return Err(ToolError::StreamExists(file.clone()));
+            }
+        }
+        if let Some(prev) = &s.parent {
+            parent = Some(Snapshot::open(prev)?);
+        }
+    }
+    let t = Instant::now();
+    let copy = admin::backup(dir, dest)?;
+    let copy_time = t.elapsed();
+    let Some(s) = stream else {
+        return Ok(BackedUp {
+            copy,
+            copy_time,
+            stream: None,
+            parent_generation: None,
+        });
+    };
+    let t = Instant::now();
+    let sent = send(
+        &copy.generation_dir,
+        parent.as_ref().map(Snapshot::dir),
+        s.file.as_deref(),
+    );
+    match sent {
+        Ok(bytes) => Ok(BackedUp {
+            copy,
+            copy_time,
+            stream: Some((bytes, t.elapsed())),
+            parent_generation: parent.map(|p| p.generation()),
+        }),
+        Err(e) => {
+            if let Some(file) = &s.file {
+                let _ = std::fs::remove_file(file);
+            }
+            let _ = admin::remove_database(dest);
+            Err(e)
+        }
+    }
+}
+
+/// The last non-empty line of a tool's stderr.
+fn last_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("(no message)")
+        .trim()
+        .to_string()
+}
+
+/// Runs `btrfs` with `args`, stdin and stdout as given; its stderr is kept for the error.
+fn run_btrfs(
+    command: &'static str,
+    args: &[&std::ffi::OsStr],
+    stdin: Stdio,
+    stdout: Stdio,
+    left: &'static str,
+) -> Result<()> {
+    let out = Command::new("btrfs")
+        .arg(command)
+        .args(args)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| ToolError::Btrfs {
+            command,
+            status: "did not start".into(),
+            stderr: format!("{e} (is btrfs-progs installed?)"),
+            left,
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(ToolError::Btrfs {
+        command,
+        status: out.status.to_string(),
+        stderr: last_line(&out.stderr),
+        left,
+    })
+}
+
+/// `btrfs send [-p parent] gen` into `file` (created) or standard output; returns the bytes
+/// written to a file (0 for standard output).
+fn send(gen: &Path, parent: Option<&Path>, file: Option<&Path>) -> Result<u64> {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["-q".as_ref()];
+    if let Some(p) = parent {
+        args.extend(["-p".as_ref(), p.as_os_str()]);
+    }
+    args.push(gen.as_os_str());
+    let left = "the copy and the stream file were removed";
+    let Some(file) = file else {
+        run_btrfs("send", &args, Stdio::null(), Stdio::inherit(), left)?;
+        return Ok(0);
+    };
+    let out = File::options()
+        .write(true)
+        .create_new(true)
+        .open(file)
+        .map_err(|source| ToolError::StreamFile {
+            op: "create",
+            path: file.into(),
+            source,
+        })?;
+    run_btrfs("send", &args, Stdio::null(), Stdio::from(out), left)?;
+    let len = std::fs::metadata(file)
+        .map_err(|source| ToolError::StreamFile {
+            op: "stat",
+            path: file.into(),
+            source,
+        })?
+        .len();
+    Ok(len)
+}
+
+/// `butter restore`'s result.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    /// The new database's generation and identity.
+    pub copy: CopyInfo,
+    /// What `check` read of it before it was made openable.
+    pub verified: Verified,
+    /// How long it all took.
+    pub elapsed: Duration,
+}
+
+/// `butter restore SOURCE... DEST`: DEST becomes a new database from a copy (one directory,
+/// as `backup`) or from `btrfs send` streams (files, `-` for standard input; a full stream then
+/// the incremental ones in order, root), received in `DEST/butter.receive/`. The result is
+/// checked whole before it is made openable (its `butter.id` written last).
+///
+/// # Errors
+/// [`ToolError::BadSources`], [`ToolError::Btrfs`] (a truncated or damaged stream),
+/// [`ToolError::Engine`]; DEST is left as it was (absent, or empty).
+pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
+    let t = Instant::now();
+    let [first, ..] = sources else {
+        return Err(ToolError::BadSources("nothing to restore from".into()));
+    };
+    let from_dir = first.as_os_str() != "-" && first.is_dir();
+    if from_dir && sources.len() > 1 {
+        return Err(ToolError::BadSources(
+            "restore takes one database directory, or stream files".into(),
+        ));
+    }
+    if from_dir {
+        Snapshot::open(first)?;
+    } else {
+        for s in sources.iter().filter(|s| s.as_os_str() != "-") {
+            if s.is_dir() {
+                return Err(ToolError::BadSources(format!(
+                    "{} is a directory among streams",
+                    s.display()
+                )));
+            }
+            File::open(s).map_err(|source| ToolError::StreamFile {
+                op: "open",
+                path: s.clone(),
+                source,
+            })?;
+        }
+    }
+    let mut copy = NewCopy::create(dest)?;
+    let gen = if from_dir {
+        copy.install_newest_of(first)?.generation_dir.clone()
+    } else {
+        let received = copy.receive_dir()?;
+        let mut newest = None;
+        for s in sources {
+            let before = subvolumes(&received)?;
+            let left = "nothing was left in the destination";
+            if s.as_os_str() == "-" {
+                run_btrfs(
+                    "receive",
+                    &[received.as_os_str()],
+                    Stdio::inherit(),
+                    Stdio::null(),
+                    left,
+                )?;
+            } else {
+                run_btrfs(
+                    "receive",
+                    &["-f".as_ref(), s.as_os_str(), received.as_os_str()],
+                    Stdio::null(),
+                    Stdio::null(),
+                    left,
+                )?;
+            }
+            let after = subvolumes(&received)?;
+            newest = after.into_iter().find(|p| !before.contains(p));
+        }
+        let Some(gen) = newest else {
+            return Err(ToolError::BadSources(
+                "the streams held no new generation".into(),
+            ));
+        };
+        copy.install(&Snapshot::open_generation(&gen)?)?
+            .generation_dir
+            .clone()
+    };
+    let verified = Snapshot::open_generation(&gen)?.verify()?;
+    let info = copy.finish()?;
+    Ok(Restored {
+        copy: info,
+        verified,
+        elapsed: t.elapsed(),
+    })
+}
+
+/// The entries of `dir`.
+fn subvolumes(dir: &Path) -> Result<Vec<PathBuf>> {
+    let rd = std::fs::read_dir(dir).map_err(|source| ToolError::StreamFile {
+        op: "list",
+        path: dir.into(),
+        source,
+    })?;
+    Ok(rd.flatten().map(|e| e.path()).collect())
+}
