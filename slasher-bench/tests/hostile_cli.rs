@@ -1092,3 +1092,94 @@ fn issue47_hole3_clean_skips_a_live_runs_database() {
     );
     assert!(String::from_utf8_lossy(&nothing.stdout).contains("nothing to clean"));
 }
+
+/// Whether signal `number` is pending for process `pid` (its thread-group or own pending set).
+fn signal_pending(pid: u32, number: u32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .any(|mask| mask & (1 << (number - 1)) != 0)
+}
+
+/// CPU time process `pid` has used (user + system), in clock ticks (`/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 1..)) else {
+        return 0;
+    };
+    // After the command: state is field 3, utime field 14, stime field 15.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
+/// Issue 47: a child stuck in a batch that never ends (a validator chunk size of 2^32 - 1)
+/// takes the first SIGTERM as a request to stop after its batch, and ends at the second one.
+#[test]
+fn issue47_second_signal_ends_a_stuck_child() {
+    let work = scratch("hostile-stuck-");
+    let w = work.path();
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let mut parent = bench(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "lmdb",
+        "--validator-chunk-size",
+        "4294967295",
+        "--no-progress",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&w.join("out")),
+    ])
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start replay");
+    let db = w.join("db");
+    let mut child = None;
+    // The child opens its database after installing its handlers, and is in its endless
+    // first batch once it has used a few seconds of CPU (a batch of the tiny fixture takes
+    // milliseconds otherwise).
+    wait_until(
+        Duration::from_secs(120),
+        "the replay child to be stuck in a batch",
+        || {
+            child = children_of(parent.id()).into_iter().find(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("--child-result"))
+            });
+            child.is_some()
+                && databases_in(&db)
+                    .iter()
+                    .any(|n| db.join(n).join("data.mdb").exists())
+                && child.is_some_and(|pid| cpu_ticks(pid) >= 300)
+        },
+    );
+    let child = child.unwrap();
+    const SIGTERM: u32 = 15;
+    signal(child, "TERM");
+    wait_until(
+        Duration::from_secs(30),
+        "the first SIGTERM to be taken",
+        || !signal_pending(child, SIGTERM),
+    );
+    assert!(
+        alive(child),
+        "the first SIGTERM ended the stuck child at once"
+    );
+    signal(child, "TERM");
+    wait_until(
+        Duration::from_secs(30),
+        "the second SIGTERM to end the child",
+        || !alive(child),
+    );
+    let status = wait_exit(&mut parent, Duration::from_secs(60));
+    let log = log_of(w);
+    assert!(!status.success(), "the run passed with a killed child");
+    assert!(log.contains("FAILED"), "the child's end is not reported");
+}
