@@ -1183,3 +1183,39 @@ fn issue47_second_signal_ends_a_stuck_child() {
     assert!(!status.success(), "the run passed with a killed child");
     assert!(log.contains("FAILED"), "the child's end is not reported");
 }
+
+/// Issue 47: after a user's `rm -rf` removed a kept butter database's marker and files but not
+/// its read-only snapshots, `clean` recognises the remains (the name, the engine's entries,
+/// its identity) and removes them; a look-alike without the engine's identity stays.
+#[test]
+fn issue47_clean_removes_what_rm_rf_left() {
+    let test = "issue47_clean_removes_what_rm_rf_left";
+    let Some(root) = btrfs_dir(test) else { return };
+    let work = btrfs_scratch(&root, "hostile-remains-");
+    let w = work.path();
+    let db = w.join("db");
+    fs::create_dir(&db).unwrap();
+    let kept = kept_butter_database(&db, &w.join("out0"));
+    let rm = run_cmd({
+        let mut cmd = Command::new("rm");
+        cmd.arg("-rf").arg(&kept);
+        cmd
+    });
+    assert!(!rm.status.success(), "rm -rf removed read-only snapshots");
+    assert!(
+        !kept.join(".slasher-bench-db").exists(),
+        "rm -rf left the marker"
+    );
+    assert!(butter_generation(&db) >= 1, "no snapshot is left to clean");
+    let lookalike = db.join("slasher-bench-butter-1-2");
+    fs::create_dir_all(lookalike.join("gen-00000000000000000001")).unwrap();
+    fs::write(lookalike.join("gen-00000000000000000001/butter.id"), b"not").unwrap();
+
+    let cleaned = run(&["clean", p(&db)]);
+    assert!(cleaned.status.success(), "clean failed");
+    assert!(!kept.exists(), "clean left the remains");
+    assert_eq!(databases_in(&db), ["slasher-bench-butter-1-2"]);
+    assert!(lookalike
+        .join("gen-00000000000000000001/butter.id")
+        .exists());
+}
