@@ -796,7 +796,16 @@ fn tree_state(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in fs::read_dir(&d).expect("list").flatten() {
+        // A missing or unreadable directory is part of the state (no panic here, so a test
+        // can resume a stopped process before it asserts).
+        let entries = match fs::read_dir(&d) {
+            Ok(rd) => rd,
+            Err(e) => {
+                out.push(format!("{} unreadable: {e}", d.display()));
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
             let path = entry.path();
             let rel = path.strip_prefix(dir).unwrap().display().to_string();
             let meta = fs::symlink_metadata(&path).expect("lstat");
