@@ -796,7 +796,16 @@ fn tree_state(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in fs::read_dir(&d).expect("list").flatten() {
+        // A missing or unreadable directory is part of the state (no panic here, so a test
+        // can resume a stopped process before it asserts).
+        let entries = match fs::read_dir(&d) {
+            Ok(rd) => rd,
+            Err(e) => {
+                out.push(format!("{} unreadable: {e}", d.display()));
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
             let path = entry.path();
             let rel = path.strip_prefix(dir).unwrap().display().to_string();
             let meta = fs::symlink_metadata(&path).expect("lstat");
@@ -1091,4 +1100,131 @@ fn issue47_hole3_clean_skips_a_live_runs_database() {
         "clean of an empty directory failed"
     );
     assert!(String::from_utf8_lossy(&nothing.stdout).contains("nothing to clean"));
+}
+
+/// Whether signal `number` is pending for process `pid` (its thread-group or own pending set).
+fn signal_pending(pid: u32, number: u32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .any(|mask| mask & (1 << (number - 1)) != 0)
+}
+
+/// CPU time process `pid` has used (user + system), in clock ticks (`/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 1..)) else {
+        return 0;
+    };
+    // After the command: state is field 3, utime field 14, stime field 15.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    field(14).unwrap_or(0) + field(15).unwrap_or(0)
+}
+
+/// Issue 47: a child stuck in a batch that never ends (a validator chunk size of 2^32 - 1)
+/// takes the first SIGTERM as a request to stop after its batch, and ends at the second one.
+#[test]
+fn issue47_second_signal_ends_a_stuck_child() {
+    let work = scratch("hostile-stuck-");
+    let w = work.path();
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let mut parent = bench(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "lmdb",
+        "--validator-chunk-size",
+        "4294967295",
+        "--no-progress",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&w.join("out")),
+    ])
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start replay");
+    let db = w.join("db");
+    let mut child = None;
+    // The child opens its database after installing its handlers, and is in its endless
+    // first batch once it has used a few seconds of CPU (a batch of the tiny fixture takes
+    // milliseconds otherwise).
+    wait_until(
+        Duration::from_secs(120),
+        "the replay child to be stuck in a batch",
+        || {
+            child = children_of(parent.id()).into_iter().find(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("--child-result"))
+            });
+            child.is_some()
+                && databases_in(&db)
+                    .iter()
+                    .any(|n| db.join(n).join("data.mdb").exists())
+                && child.is_some_and(|pid| cpu_ticks(pid) >= 300)
+        },
+    );
+    let child = child.unwrap();
+    const SIGTERM: u32 = 15;
+    signal(child, "TERM");
+    wait_until(
+        Duration::from_secs(30),
+        "the first SIGTERM to be taken",
+        || !signal_pending(child, SIGTERM),
+    );
+    assert!(
+        alive(child),
+        "the first SIGTERM ended the stuck child at once"
+    );
+    signal(child, "TERM");
+    wait_until(
+        Duration::from_secs(30),
+        "the second SIGTERM to end the child",
+        || !alive(child),
+    );
+    let status = wait_exit(&mut parent, Duration::from_secs(60));
+    let log = log_of(w);
+    assert!(!status.success(), "the run passed with a killed child");
+    assert!(log.contains("FAILED"), "the child's end is not reported");
+}
+
+/// Issue 47: after a user's `rm -rf` removed a kept butter database's marker and files but not
+/// its read-only snapshots, `clean` recognises the remains (the name, the engine's entries,
+/// its identity) and removes them; a look-alike without the engine's identity stays.
+#[test]
+fn issue47_clean_removes_what_rm_rf_left() {
+    let test = "issue47_clean_removes_what_rm_rf_left";
+    let Some(root) = btrfs_dir(test) else { return };
+    let work = btrfs_scratch(&root, "hostile-remains-");
+    let w = work.path();
+    let db = w.join("db");
+    fs::create_dir(&db).unwrap();
+    let kept = kept_butter_database(&db, &w.join("out0"));
+    let rm = run_cmd({
+        let mut cmd = Command::new("rm");
+        cmd.arg("-rf").arg(&kept);
+        cmd
+    });
+    assert!(!rm.status.success(), "rm -rf removed read-only snapshots");
+    assert!(
+        !kept.join(".slasher-bench-db").exists(),
+        "rm -rf left the marker"
+    );
+    assert!(butter_generation(&db) >= 1, "no snapshot is left to clean");
+    let lookalike = db.join("slasher-bench-butter-1-2");
+    fs::create_dir_all(lookalike.join("gen-00000000000000000001")).unwrap();
+    fs::write(lookalike.join("gen-00000000000000000001/butter.id"), b"not").unwrap();
+
+    let cleaned = run(&["clean", p(&db)]);
+    assert!(cleaned.status.success(), "clean failed");
+    assert!(!kept.exists(), "clean left the remains");
+    assert_eq!(databases_in(&db), ["slasher-bench-butter-1-2"]);
+    assert!(lookalike
+        .join("gen-00000000000000000001/butter.id")
+        .exists());
 }
