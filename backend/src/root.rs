@@ -33,6 +33,10 @@ pub(crate) const LOCK_FILE: &str = "butter.lock";
 pub(crate) const LIVE_DIR: &str = "live";
 /// Where background merges write (a plain directory outside every snapshot).
 pub(crate) const COMPACT_DIR: &str = "compact";
+/// Marks a directory the `butter` tool is making into a copy, or removing
+/// (`admin::INCOMPLETE_MARKER`): without a `butter.id` beside it, open refuses the directory
+/// rather than create a database there.
+pub(crate) const INCOMPLETE_FILE: &str = "butter.incomplete";
 const GEN_PREFIX: &str = "gen-";
 
 const ID_MAGIC: &[u8; 8] = b"BTRID001";

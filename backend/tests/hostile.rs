@@ -408,6 +408,40 @@ fn leftover_identity_tmp() {
     drop(env);
 }
 
+/// A copy by the `butter` tool killed before it had its identity leaves `butter.incomplete`
+/// (and perhaps a staging snapshot): open refuses the directory and creates nothing there,
+/// rather than starting a new, empty database beside the tool's files.
+#[test]
+fn an_unfinished_copy_is_not_opened() {
+    let Some(dir) = common::btrfs_dir("hostile_incomplete") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    std::fs::create_dir(&db).unwrap();
+    std::fs::write(db.join("butter.incomplete"), b"").unwrap();
+    match Env::open_path(&db) {
+        Err(Error::NotADatabase { path, reason }) => {
+            assert_eq!(path, db);
+            assert!(reason.contains("butter.incomplete"), "{reason}");
+        }
+        other => panic!(
+            "expected NotADatabase, got {:?}",
+            other.map(|_| "an open database")
+        ),
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    // The lock is taken (its file made) before anything is looked at, as for every open.
+    assert_eq!(
+        left,
+        ["butter.incomplete", "butter.lock"],
+        "open created something"
+    );
+}
+
 /// Issue 47: open checks everything before it changes anything. A foreign file in `compact/`
 /// is refused before `live/` is discarded (an uncommitted file in `live/` is still there), and
 /// a nested subvolume or a directory put into `live/` is refused, not deleted with it.

@@ -5,7 +5,7 @@
 //! The steps, in `DEST` (design.md §9):
 //! 1. `DEST` must not exist (its parent must) or be an empty directory; `butter.incomplete` is
 //!    written first. From here until step 6 the directory has no `butter.id`, so the engine
-//!    refuses to open it (`ForeignEntry`), and `butter remove` recognises it by the marker.
+//!    refuses to open it (`NotADatabase`, for the marker), and `butter remove` recognises it by the marker.
 //! 2. A writable snapshot of the source generation as `DEST/butter.staging`; then the source
 //!    must still be read-only (a writer deleting it without privileges clears the flag before
 //!    it unlinks anything), else the staging copy is deleted and the newest generation is
@@ -34,7 +34,7 @@ use super::snapshot::{still_readonly, Snapshot};
 /// Marks a directory the `butter` tool is making into a database copy, or removing: the
 /// engine does not open it (it has no `butter.id` while the marker matters), and
 /// [`super::remove_database`] removes it.
-pub const INCOMPLETE_MARKER: &str = "butter.incomplete";
+pub const INCOMPLETE_MARKER: &str = root::INCOMPLETE_FILE;
 /// The writable snapshot a copy is prepared in.
 pub const STAGING_SUBVOLUME: &str = "butter.staging";
 /// Where `butter restore` receives `btrfs send` streams.

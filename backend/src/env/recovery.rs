@@ -15,7 +15,9 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::manifest::Manifest;
-use crate::root::{self, gen_name, Kind, COMPACT_DIR, ID_FILE, LIVE_DIR, LOCK_FILE};
+use crate::root::{
+    self, gen_name, Kind, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR, LOCK_FILE,
+};
 use crate::segment::{self, Segment};
 use crate::sys;
 
@@ -77,6 +79,17 @@ impl Env {
         root::compact_outputs(&root.join(COMPACT_DIR))?;
         if scan.live {
             root::check_live_contents(&live)?;
+        }
+        if scan.id.is_none() && root::check_kind(&root.join(INCOMPLETE_FILE), Kind::File)? {
+            // A copy or removal by the `butter` tool stopped before the copy had its identity:
+            // its files are the tool's, not a database to create here.
+            return Err(Error::NotADatabase {
+                path: root,
+                reason: format!(
+                    "{INCOMPLETE_FILE} marks a copy, restore or removal by the butter tool that \
+                     did not finish (`butter remove` deletes what it left)"
+                ),
+            });
         }
         let id = match scan.id {
             Some(id) => id,
