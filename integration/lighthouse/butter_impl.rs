@@ -11,7 +11,7 @@ use crate::{
     database::interface::{Key, OpenDatabases, Value},
     Config, Error,
 };
-use slasher_adapters::{butter, BackendConfig, Cursor as _, Environment as _, RwTransaction as _};
+use slasher_adapters::{butter, BackendConfig, Environment as _, RwTransaction as _};
 use std::{borrow::Cow, fmt, marker::PhantomData, path::PathBuf};
 
 /// A butter_db store: a btrfs subvolume per generation under `config.database_path`.
@@ -54,7 +54,7 @@ impl Environment {
         Ok(Environment(butter::Environment::open(&backend_config)?))
     }
 
-    pub fn create_databases(&self) -> Result<OpenDatabases, Error> {
+    pub fn create_databases(&self) -> Result<OpenDatabases<'_>, Error> {
         let tables = self.0.create_databases()?;
         let wrap =
             |table| crate::database::interface::Database::Butter(Database(table, PhantomData));
@@ -71,7 +71,7 @@ impl Environment {
         })
     }
 
-    pub fn begin_rw_txn(&self) -> Result<RwTransaction, Error> {
+    pub fn begin_rw_txn(&self) -> Result<RwTransaction<'_>, Error> {
         Ok(RwTransaction(self.0.begin_rw_txn()?))
     }
 
@@ -112,7 +112,7 @@ impl<'env> RwTransaction<'env> {
 }
 
 impl<'txn> Cursor<'txn> {
-    pub fn first_key(&mut self) -> Result<Option<Key>, Error> {
+    pub fn first_key(&mut self) -> Result<Option<Key<'_>>, Error> {
         Ok(self.0.first_key()?.map(Cow::Owned))
     }
 
@@ -120,7 +120,7 @@ impl<'txn> Cursor<'txn> {
         Ok(self.0.last_key()?.map(Cow::Owned))
     }
 
-    pub fn next_key(&mut self) -> Result<Option<Key>, Error> {
+    pub fn next_key(&mut self) -> Result<Option<Key<'_>>, Error> {
         Ok(self.0.next_key()?.map(Cow::Owned))
     }
 
