@@ -202,17 +202,27 @@ fn refused(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The synthetic tree (redb "2.1") and its dependency checkouts for `test`: (tree, deps
+/// directory, their commits), or `None` after a skip when python3 or git is missing.
+fn tree_with_deps(test: &str) -> Option<(PathBuf, PathBuf, [String; 3])> {
+    if !tools(test) {
+        return None;
+    }
+    let dir = work_dir(test);
+    let (root, deps_dir) = (dir.join("lighthouse"), dir.join("deps"));
+    let revs = deps(&deps_dir);
+    tree(&root, "2.1", &revs);
+    Some((root, deps_dir, revs))
+}
+
 /// A run with DEPS_DIR after one without must add the [patch] sections (an earlier version saw
 /// its own marker and only refreshed butter_impl.rs), and one without must take them out.
 #[test]
 fn rerun_brings_the_tree_to_the_current_options() {
-    if !tools("rerun_brings_the_tree_to_the_current_options") {
+    let Some((root, deps_dir, _)) = tree_with_deps("rerun_brings_the_tree_to_the_current_options")
+    else {
         return;
-    }
-    let dir = work_dir("rerun");
-    let (root, deps_dir) = (dir.join("lighthouse"), dir.join("deps"));
-    let revs = deps(&deps_dir);
-    tree(&root, "2.1", &revs);
+    };
     let original = snapshot(&root);
 
     patch(&root, None);
@@ -330,13 +340,10 @@ fn moved_or_edited_trees_are_refused_unchanged() {
 /// LMDB sources copied one level too deep.
 #[test]
 fn the_dependency_check_names_what_is_missing() {
-    if !tools("the_dependency_check_names_what_is_missing") {
+    let Some((root, deps_dir, revs)) = tree_with_deps("the_dependency_check_names_what_is_missing")
+    else {
         return;
-    }
-    let dir = work_dir("deps");
-    let (root, deps_dir) = (dir.join("lighthouse"), dir.join("deps"));
-    let revs = deps(&deps_dir);
-    tree(&root, "2.1", &revs);
+    };
     let ok = run(&[Path::new("--check-deps"), &root, &deps_dir]);
     assert!(
         ok.status.success(),
