@@ -299,12 +299,12 @@ def write(root, tree, state, here):
     """Writes the record first (the originals, once), then the files, then the digests."""
     for rel in tree.files:
         state.setdefault(rel, {"original": (root / rel).read_text(), "written": None})
-    (root / STATE).write_text(json.dumps(state))
+    (root / STATE).write_text(json.dumps(state, sort_keys=True))
     for rel, text in tree.files.items():
         (root / rel).write_text(text)
         state[rel]["written"] = digest(text)
     shutil.copyfile(here / "butter_impl.rs", root / IMPL)
-    (root / STATE).write_text(json.dumps(state))
+    (root / STATE).write_text(json.dumps(state, sort_keys=True))
 
 
 def main():

@@ -298,8 +298,8 @@ fn anchors_key_on_structure() {
     }
 }
 
-/// A tree without an anchor, or with a file changed since patch.py wrote it, is refused with
-/// the file named and nothing changed.
+/// A tree without an anchor, with a file changed since patch.py wrote it, or patched without a
+/// record, is refused with the file or the reset named and nothing changed.
 #[test]
 fn moved_or_edited_trees_are_refused_unchanged() {
     if !tools("moved_or_edited_trees_are_refused_unchanged") {
@@ -331,6 +331,16 @@ fn moved_or_edited_trees_are_refused_unchanged() {
     let err = refused(&run(&[&root, &adapters()]));
     assert!(
         err.contains("slasher/Cargo.toml has changed since patch.py wrote it"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+
+    // As a checkout patched by the script before it kept a record: the marker, no record.
+    fs::remove_file(root.join(".butter_db.json")).unwrap();
+    let before = snapshot(&root);
+    let err = refused(&run(&[&root, &adapters()]));
+    assert!(
+        err.contains("without its record") && err.contains("checkout -- ."),
         "{err}"
     );
     assert_eq!(snapshot(&root), before, "a refused run changed the tree");
