@@ -126,7 +126,8 @@ fill_lmdb() {
     local lmdb=$1 dest=$1/lmdb-sys/lmdb src vcs want have
     [[ -d $dest && -z $(ls -A "$dest") ]] || return 0
     src=$(lmdb_sources)
-    vcs=$(sed -n 's/.*"sha1": *"\([0-9a-f]*\)".*/\1/p' "$src/../.cargo_vcs_info.json")
+    vcs=$(sed -n 's/.*"sha1": *"\([0-9a-f]*\)".*/\1/p' "$src/../.cargo_vcs_info.json" 2>/dev/null)
+    [[ -n $vcs ]] || die "$src/../.cargo_vcs_info.json names no lmdb-rs commit: cannot check its LMDB revision"
     want=$(git -C "$lmdb" rev-parse HEAD:lmdb-sys/lmdb)
     have=$(git -C "$lmdb" rev-parse "$vcs:lmdb-sys/lmdb" 2>/dev/null) ||
         die "$LMDB_CRATE was cut from lmdb-rs $vcs, which $lmdb does not have: cannot check its LMDB revision"
