@@ -8,15 +8,37 @@
 #![cfg(feature = "butter")]
 
 use crate::{
-    database::interface::{Key, OpenDatabases, Value},
+    database::{
+        interface::{Key, OpenDatabases, Value},
+        ATTESTERS_DB, ATTESTERS_MAX_TARGETS_DB, CURRENT_EPOCHS_DB, INDEXED_ATTESTATION_DB,
+        INDEXED_ATTESTATION_ID_DB, MAX_NUM_DBS, MAX_TARGETS_DB, METADATA_DB, MIN_TARGETS_DB,
+        PROPOSERS_DB,
+    },
     Config, Error,
 };
 use slasher_adapters::{butter, BackendConfig, Environment as _, RwTransaction as _};
 use std::{borrow::Cow, fmt, marker::PhantomData, path::PathBuf};
 
-/// A butter_db store: a btrfs subvolume per generation under `config.database_path`.
+/// Lighthouse's table names in the order of the adapter's `TABLE_NAMES`. The adapter opens its
+/// tables under its own copy of these names; `Environment::new` checks that the two agree (and
+/// the array types check the count, `MAX_NUM_DBS`, when this file compiles). This is also what
+/// uses the names in a build where butter is the only backend.
+const LIGHTHOUSE_TABLES: [&str; MAX_NUM_DBS] = [
+    INDEXED_ATTESTATION_DB,
+    INDEXED_ATTESTATION_ID_DB,
+    ATTESTERS_DB,
+    ATTESTERS_MAX_TARGETS_DB,
+    MIN_TARGETS_DB,
+    MAX_TARGETS_DB,
+    CURRENT_EPOCHS_DB,
+    PROPOSERS_DB,
+    METADATA_DB,
+];
+
+/// A butter_db store: a btrfs subvolume per generation under `config.database_path`. Boxed:
+/// the store is a few hundred bytes, and Lighthouse's `Environment` enum holds it inline.
 #[derive(Debug)]
-pub struct Environment(butter::Environment);
+pub struct Environment(Box<butter::Environment>);
 
 /// One of the nine tables (a plain handle, valid for the life of the environment).
 #[derive(Debug)]
@@ -47,11 +69,21 @@ impl From<slasher_adapters::Error> for Error {
 
 impl Environment {
     pub fn new(config: &Config) -> Result<Environment, Error> {
+        if LIGHTHOUSE_TABLES != slasher_adapters::TABLE_NAMES {
+            return Err(Error::DatabaseButterError(slasher_adapters::Error::Other(
+                format!(
+                    "the slasher's tables {LIGHTHOUSE_TABLES:?} are not the adapter's {:?}",
+                    slasher_adapters::TABLE_NAMES
+                ),
+            )));
+        }
         let backend_config = BackendConfig {
             max_db_size_mbs: config.max_db_size_mbs,
             ..BackendConfig::new(&config.database_path)
         };
-        Ok(Environment(butter::Environment::open(&backend_config)?))
+        Ok(Environment(Box::new(butter::Environment::open(
+            &backend_config,
+        )?)))
     }
 
     pub fn create_databases(&self) -> Result<OpenDatabases<'_>, Error> {
