@@ -38,7 +38,6 @@ import hashlib
 import json
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -296,15 +295,22 @@ def load_state(root, tree):
 
 
 def write(root, tree, state, here):
-    """Writes the record first (the originals, once), then the files, then the digests."""
+    """Writes the record first (the originals, once), then the files, then the digests. A file
+    that already has its text is left untouched, so that a re-run with the same options does not
+    make cargo rebuild the slasher crate."""
     for rel in tree.files:
         state.setdefault(rel, {"original": (root / rel).read_text(), "written": None})
-    (root / STATE).write_text(json.dumps(state, sort_keys=True))
+    write_changed(root / STATE, json.dumps(state, sort_keys=True))
     for rel, text in tree.files.items():
-        (root / rel).write_text(text)
+        write_changed(root / rel, text)
         state[rel]["written"] = digest(text)
-    shutil.copyfile(here / "butter_impl.rs", root / IMPL)
-    (root / STATE).write_text(json.dumps(state, sort_keys=True))
+    write_changed(root / IMPL, (here / "butter_impl.rs").read_text())
+    write_changed(root / STATE, json.dumps(state, sort_keys=True))
+
+
+def write_changed(path, text):
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
 
 
 def main():

@@ -176,6 +176,17 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     files
 }
 
+/// Every file under `root` and its modification time.
+fn modified(root: &Path) -> BTreeMap<PathBuf, std::time::SystemTime> {
+    snapshot(root)
+        .into_keys()
+        .map(|path| {
+            let time = fs::metadata(&path).unwrap().modified().unwrap();
+            (path, time)
+        })
+        .collect()
+}
+
 fn run(args: &[&Path]) -> Output {
     Command::new("python3")
         .arg(patch_py())
@@ -216,7 +227,8 @@ fn tree_with_deps(test: &str) -> Option<(PathBuf, PathBuf, [String; 3])> {
 }
 
 /// A run with DEPS_DIR after one without must add the [patch] sections (an earlier version saw
-/// its own marker and only refreshed butter_impl.rs), and one without must take them out.
+/// its own marker and only refreshed butter_impl.rs), one without must take them out, and one
+/// with the same options as the last must not touch a file.
 #[test]
 fn rerun_brings_the_tree_to_the_current_options() {
     let Some((root, deps_dir, _)) = tree_with_deps("rerun_brings_the_tree_to_the_current_options")
@@ -253,11 +265,18 @@ fn rerun_brings_the_tree_to_the_current_options() {
         );
     }
     let with = snapshot(&root);
+    let written = modified(&root);
     patch(&root, Some(&deps_dir));
     assert_eq!(
         snapshot(&root),
         with,
         "a second run with the same options changed the tree"
+    );
+    // Rewriting a file with its own text would still make cargo rebuild the slasher crate.
+    assert_eq!(
+        modified(&root),
+        written,
+        "a second run with the same options rewrote files"
     );
 
     patch(&root, None);
