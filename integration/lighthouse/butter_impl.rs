@@ -19,21 +19,28 @@ use crate::{
 use slasher_adapters::{butter, BackendConfig, Environment as _, RwTransaction as _};
 use std::{borrow::Cow, fmt, marker::PhantomData, path::PathBuf};
 
-/// Lighthouse's table names in the order of the adapter's `TABLE_NAMES`. The adapter opens its
-/// tables under its own copy of these names; `Environment::new` checks that the two agree (and
-/// the array types check the count, `MAX_NUM_DBS`, when this file compiles). This is also what
-/// uses the names in a build where butter is the only backend.
+/// Lighthouse's table names, in the order `database.rs` declares them. The adapter opens its
+/// tables under its own copy of these names (`TABLE_NAMES`); `Environment::new` checks that both
+/// hold the same names, and the array types check their count (`MAX_NUM_DBS`) when this file
+/// compiles. This is also what uses the names in a build where butter is the only backend.
 const LIGHTHOUSE_TABLES: [&str; MAX_NUM_DBS] = [
-    INDEXED_ATTESTATION_DB,
-    INDEXED_ATTESTATION_ID_DB,
+    METADATA_DB,
     ATTESTERS_DB,
     ATTESTERS_MAX_TARGETS_DB,
+    INDEXED_ATTESTATION_DB,
+    INDEXED_ATTESTATION_ID_DB,
     MIN_TARGETS_DB,
     MAX_TARGETS_DB,
     CURRENT_EPOCHS_DB,
     PROPOSERS_DB,
-    METADATA_DB,
 ];
+
+fn same_tables() -> bool {
+    let (mut lighthouse, mut adapter) = (LIGHTHOUSE_TABLES, slasher_adapters::TABLE_NAMES);
+    lighthouse.sort_unstable();
+    adapter.sort_unstable();
+    lighthouse == adapter
+}
 
 /// A butter_db store: a btrfs subvolume per generation under `config.database_path`. Boxed:
 /// the store is a few hundred bytes, and Lighthouse's `Environment` enum holds it inline.
@@ -69,7 +76,7 @@ impl From<slasher_adapters::Error> for Error {
 
 impl Environment {
     pub fn new(config: &Config) -> Result<Environment, Error> {
-        if LIGHTHOUSE_TABLES != slasher_adapters::TABLE_NAMES {
+        if !same_tables() {
             return Err(Error::DatabaseButterError(slasher_adapters::Error::Other(
                 format!(
                     "the slasher's tables {LIGHTHOUSE_TABLES:?} are not the adapter's {:?}",
