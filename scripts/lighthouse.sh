@@ -2,14 +2,28 @@
 # butter_db inside Lighthouse itself (README: the optional third command).
 #
 #   scripts/lighthouse.sh LIGHTHOUSE_DIR [patch | test | bench]      (default: test)
+#   scripts/lighthouse.sh LIGHTHOUSE_DIR deps DIR [SOURCE]
 #
-# LIGHTHOUSE_DIR is a checkout of sigp/lighthouse at the commit named in docs/lighthouse.md
-# (LIGHTHOUSE_COMMIT below); the script edits that checkout, never this repository, and none of
-# Lighthouse's files are copied here.
+# LIGHTHOUSE_DIR is a checkout of sigp/lighthouse at one of the commits named in
+# docs/lighthouse.md (KNOWN_COMMITS below: `stable` 2e0eb6d1b8 or `unstable` 40d3423193); the
+# script edits that checkout, never this repository, and none of Lighthouse's files are copied
+# here. At another commit it says which one it found and goes on; the patch step then stops,
+# changing nothing and naming the file and the anchor, if the tree has moved.
+#   deps   prepares DIR for LIGHTHOUSE_DEPS (machines that cannot reach GitHub): for each of
+#          the git dependencies LIGHTHOUSE_DIR pins (sigp/lmdb-rs, sigp/libmdbx-rs,
+#          sigp/quick-protobuf) that DIR lacks, clones SOURCE and checks out the pinned
+#          revision; SOURCE is a local clone, bare mirror or url in which `{}` stands for the
+#          repository's name (default: the url Lighthouse names). It fills lmdb-rs's empty
+#          submodule lmdb-sys/lmdb with the LMDB sources of the crate lmdb-rkv-sys 0.11.2 from
+#          cargo's registry cache (fetched with a throwaway crate if absent), after checking
+#          that the crate was cut from a commit with the same submodule revision. It changes
+#          nothing it did not create, then checks DIR and lists everything missing.
 #   patch  adds the butter backend to the checkout (integration/lighthouse/patch.py: the glue
 #          module integration/lighthouse/butter_impl.rs, a `butter` cargo feature in the slasher
 #          crate pointing at this repository's adapters, `slasher-butter` in the lighthouse
-#          crate). It stops, changing nothing, if the tree has moved.
+#          crate, with LIGHTHOUSE_DEPS the [patch] sections). A re-run brings the checkout to
+#          the state the current options ask for. It stops, changing nothing, if the tree has
+#          moved.
 #   test   patch, then Lighthouse's own slasher test suite twice: with LMDB (the control,
 #          Lighthouse's default backend) and with butter as the only backend compiled in (so
 #          Lighthouse's default backend, which every test uses, is butter). Both run with TMPDIR
@@ -23,9 +37,9 @@
 #          BENCH_BATCHES, BENCH_ROWS, ...); LIGHTHOUSE_BUILD_ONLY=1 stops after the build.
 #
 # Environment (all optional):
-#   LIGHTHOUSE_DEPS   a directory with checkouts of sigp/lmdb-rs (with lmdb-sys/lmdb filled
-#                     in), sigp/libmdbx-rs and sigp/quick-protobuf at the revisions Lighthouse
-#                     pins: they are patched in by path, for machines that cannot reach GitHub.
+#   LIGHTHOUSE_DEPS   a directory made by `deps`: the checkouts lmdb-rs (with lmdb-sys/lmdb
+#                     filled in), libmdbx-rs and quick-protobuf at the revisions Lighthouse
+#                     pins, patched in by path, for machines that cannot reach GitHub.
 #   BUTTER_BTRFS_DIR  an existing directory on btrfs for the tests' TMPDIR; without it the
 #                     script (as root) makes, mounts and finally removes an 8 GiB btrfs image.
 #   CARGO_TARGET_DIR  default LIGHTHOUSE_DIR/target.
@@ -37,18 +51,28 @@ PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config cmake python3 util
 # shellcheck source=scripts/common.sh
 . "$REPO/scripts/common.sh"
 
-# Lighthouse `stable` (v5.3.0+1, 2024-08-29) with its LMDB, MDBX and redb slasher backends.
-LIGHTHOUSE_COMMIT=2e0eb6d1b8705bbda2ba56eb195d9cc7c6575e95
+# The Lighthouse commits the glue is tested at, both with the LMDB, MDBX and redb backends.
+declare -A KNOWN_COMMITS=(
+    [2e0eb6d1b8705bbda2ba56eb195d9cc7c6575e95]="stable (v5.3.0+1, 2024-08-29)"
+    [40d3423193e6f97f44c42eb3673af607627c8f7f]="unstable (2024-10-22, with the redb slasher optimisation #6481)"
+)
+PATCH_PY=$REPO/integration/lighthouse/patch.py
+# The crates.io crate holding the LMDB C sources that lmdb-rs keeps in a submodule.
+LMDB_CRATE=lmdb-rkv-sys-0.11.2
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2
 }
 
-(($# >= 1 && $# <= 2)) || usage
+(($# >= 1)) || usage
 LH=$(cd "$1" 2>/dev/null && pwd) || die "$1: not a directory"
 ACTION=${2:-test}
-case $ACTION in patch | test | bench) ;; *) usage ;; esac
+case $ACTION in
+    patch | test | bench) (($# <= 2)) || usage ;;
+    deps) (($# == 3 || $# == 4)) || usage ;;
+    *) usage ;;
+esac
 [[ -f $LH/slasher/Cargo.toml ]] || die "$LH does not look like a Lighthouse checkout"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$LH/target}
 
@@ -70,10 +94,72 @@ trap 'exit 143' TERM
 check_commit() {
     local head
     head=$(git -C "$LH" rev-parse HEAD 2>/dev/null || echo unknown)
-    if [[ $head != "$LIGHTHOUSE_COMMIT" ]]; then
-        log "warning: $LH is at $head, not $LIGHTHOUSE_COMMIT (the commit the glue is written"
-        log "for); the patch step stops if the files it edits have moved"
+    if [[ -n ${KNOWN_COMMITS[$head]:-} ]]; then
+        log "Lighthouse at ${head:0:10}: ${KNOWN_COMMITS[$head]}"
+    else
+        log "warning: $LH is at $head, not a commit the glue is tested at (${!KNOWN_COMMITS[*]});"
+        log "the patch step stops if the files it edits have moved"
     fi
+}
+
+# The directory of the LMDB sources in cargo's registry cache, fetched there if absent.
+lmdb_sources() {
+    local home=${CARGO_HOME:-$HOME/.cargo} found tmp
+    found=$(compgen -G "$home/registry/src/*/$LMDB_CRATE/lmdb" | head -n 1) || true
+    if [[ -z $found ]]; then
+        log "fetching $LMDB_CRATE into $home/registry with a throwaway crate" >&2
+        tmp=$(mktemp -d)
+        mkdir "$tmp/src" && : >"$tmp/src/lib.rs"
+        printf '[package]\nname = "lmdb-sources"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nlmdb-rkv-sys = "=%s"\n' \
+            "${LMDB_CRATE##*-}" >"$tmp/Cargo.toml"
+        (cd "$tmp" && cargo fetch -q) || { rm -rf "$tmp"; die "cargo fetch of $LMDB_CRATE failed"; }
+        rm -rf "$tmp"
+        found=$(compgen -G "$home/registry/src/*/$LMDB_CRATE/lmdb" | head -n 1) ||
+            die "$LMDB_CRATE fetched, but no $home/registry/src/*/$LMDB_CRATE/lmdb"
+    fi
+    printf '%s\n' "$found"
+}
+
+# Fills lmdb-rs's submodule lmdb-sys/lmdb when it is empty (as a clone leaves it). The crate's
+# sources are used only if the lmdb-rs commit it was cut from pins the same submodule revision.
+fill_lmdb() {
+    local lmdb=$1 dest=$1/lmdb-sys/lmdb src vcs want have
+    [[ -d $dest && -z $(ls -A "$dest") ]] || return 0
+    src=$(lmdb_sources)
+    vcs=$(sed -n 's/.*"sha1": *"\([0-9a-f]*\)".*/\1/p' "$src/../.cargo_vcs_info.json" 2>/dev/null)
+    [[ -n $vcs ]] || die "$src/../.cargo_vcs_info.json names no lmdb-rs commit: cannot check its LMDB revision"
+    want=$(git -C "$lmdb" rev-parse HEAD:lmdb-sys/lmdb)
+    have=$(git -C "$lmdb" rev-parse "$vcs:lmdb-sys/lmdb" 2>/dev/null) ||
+        die "$LMDB_CRATE was cut from lmdb-rs $vcs, which $lmdb does not have: cannot check its LMDB revision"
+    [[ $have == "$want" ]] ||
+        die "$LMDB_CRATE has LMDB $have, $lmdb pins $want: fill $dest from a checkout of mozilla/lmdb at $want"
+    cp -r "$src/." "$dest/"
+    log "$dest: LMDB sources from $src (LMDB ${want:0:10}, as lmdb-rs pins)"
+}
+
+do_deps() {
+    local dir=$1 source=${2:-} name rev url from
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    while read -r name rev url; do
+        if [[ ! -e $dir/$name ]]; then
+            from=$url
+            if [[ -n $source ]]; then
+                from=${source//\{\}/$name}
+                [[ $from != "$source" ]] || from=$source/$name
+            fi
+            log "$dir/$name: cloning $from at ${rev:0:10}"
+            if ! { git clone -q --no-checkout "$from" "$dir/$name" &&
+                git -C "$dir/$name" checkout -q "$rev"; }; then
+                rm -rf "$dir/$name"
+                log "could not clone $from at $rev"
+                continue
+            fi
+        fi
+        [[ $name != lmdb-rs ]] || fill_lmdb "$dir/$name"
+    done < <(python3 "$PATCH_PY" --pins "$LH")
+    python3 "$PATCH_PY" --check-deps "$LH" "$dir"
+    log "ready: LIGHTHOUSE_DEPS=$dir scripts/lighthouse.sh $LH test"
 }
 
 do_patch() {
@@ -81,7 +167,7 @@ do_patch() {
     if [[ -n ${LIGHTHOUSE_DEPS:-} ]]; then
         deps=("$(cd "$LIGHTHOUSE_DEPS" && pwd)")
     fi
-    python3 "$REPO/integration/lighthouse/patch.py" "$LH" "$REPO/adapters" "${deps[@]}"
+    python3 "$PATCH_PY" "$LH" "$REPO/adapters" "${deps[@]}"
 }
 
 # Sets TEST_TMP to a fresh directory on btrfs.
@@ -180,6 +266,10 @@ do_bench() {
 [[ $(id -u) != 0 ]] || install_packages
 find_cargo
 check_commit
+if [[ $ACTION == deps ]]; then
+    do_deps "$3" "${4:-}"
+    exit 0
+fi
 do_patch
 cd "$LH"
 case $ACTION in

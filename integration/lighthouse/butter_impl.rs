@@ -8,15 +8,44 @@
 #![cfg(feature = "butter")]
 
 use crate::{
-    database::interface::{Key, OpenDatabases, Value},
+    database::{
+        interface::{Key, OpenDatabases, Value},
+        ATTESTERS_DB, ATTESTERS_MAX_TARGETS_DB, CURRENT_EPOCHS_DB, INDEXED_ATTESTATION_DB,
+        INDEXED_ATTESTATION_ID_DB, MAX_NUM_DBS, MAX_TARGETS_DB, METADATA_DB, MIN_TARGETS_DB,
+        PROPOSERS_DB,
+    },
     Config, Error,
 };
-use slasher_adapters::{butter, BackendConfig, Cursor as _, Environment as _, RwTransaction as _};
+use slasher_adapters::{butter, BackendConfig, Environment as _, RwTransaction as _};
 use std::{borrow::Cow, fmt, marker::PhantomData, path::PathBuf};
 
-/// A butter_db store: a btrfs subvolume per generation under `config.database_path`.
+/// Lighthouse's table names, in the order `database.rs` declares them. The adapter opens its
+/// tables under its own copy of these names (`TABLE_NAMES`); `Environment::new` checks that both
+/// hold the same names, and the array types check their count (`MAX_NUM_DBS`) when this file
+/// compiles. This is also what uses the names in a build where butter is the only backend.
+const LIGHTHOUSE_TABLES: [&str; MAX_NUM_DBS] = [
+    METADATA_DB,
+    ATTESTERS_DB,
+    ATTESTERS_MAX_TARGETS_DB,
+    INDEXED_ATTESTATION_DB,
+    INDEXED_ATTESTATION_ID_DB,
+    MIN_TARGETS_DB,
+    MAX_TARGETS_DB,
+    CURRENT_EPOCHS_DB,
+    PROPOSERS_DB,
+];
+
+fn same_tables() -> bool {
+    let (mut lighthouse, mut adapter) = (LIGHTHOUSE_TABLES, slasher_adapters::TABLE_NAMES);
+    lighthouse.sort_unstable();
+    adapter.sort_unstable();
+    lighthouse == adapter
+}
+
+/// A butter_db store: a btrfs subvolume per generation under `config.database_path`. Boxed:
+/// the store is a few hundred bytes, and Lighthouse's `Environment` enum holds it inline.
 #[derive(Debug)]
-pub struct Environment(butter::Environment);
+pub struct Environment(Box<butter::Environment>);
 
 /// One of the nine tables (a plain handle, valid for the life of the environment).
 #[derive(Debug)]
@@ -47,14 +76,24 @@ impl From<slasher_adapters::Error> for Error {
 
 impl Environment {
     pub fn new(config: &Config) -> Result<Environment, Error> {
+        if !same_tables() {
+            return Err(Error::DatabaseButterError(slasher_adapters::Error::Other(
+                format!(
+                    "the slasher's tables {LIGHTHOUSE_TABLES:?} are not the adapter's {:?}",
+                    slasher_adapters::TABLE_NAMES
+                ),
+            )));
+        }
         let backend_config = BackendConfig {
             max_db_size_mbs: config.max_db_size_mbs,
             ..BackendConfig::new(&config.database_path)
         };
-        Ok(Environment(butter::Environment::open(&backend_config)?))
+        Ok(Environment(Box::new(butter::Environment::open(
+            &backend_config,
+        )?)))
     }
 
-    pub fn create_databases(&self) -> Result<OpenDatabases, Error> {
+    pub fn create_databases(&self) -> Result<OpenDatabases<'_>, Error> {
         let tables = self.0.create_databases()?;
         let wrap =
             |table| crate::database::interface::Database::Butter(Database(table, PhantomData));
@@ -71,7 +110,7 @@ impl Environment {
         })
     }
 
-    pub fn begin_rw_txn(&self) -> Result<RwTransaction, Error> {
+    pub fn begin_rw_txn(&self) -> Result<RwTransaction<'_>, Error> {
         Ok(RwTransaction(self.0.begin_rw_txn()?))
     }
 
@@ -112,7 +151,7 @@ impl<'env> RwTransaction<'env> {
 }
 
 impl<'txn> Cursor<'txn> {
-    pub fn first_key(&mut self) -> Result<Option<Key>, Error> {
+    pub fn first_key(&mut self) -> Result<Option<Key<'_>>, Error> {
         Ok(self.0.first_key()?.map(Cow::Owned))
     }
 
@@ -120,7 +159,7 @@ impl<'txn> Cursor<'txn> {
         Ok(self.0.last_key()?.map(Cow::Owned))
     }
 
-    pub fn next_key(&mut self) -> Result<Option<Key>, Error> {
+    pub fn next_key(&mut self) -> Result<Option<Key<'_>>, Error> {
         Ok(self.0.next_key()?.map(Cow::Owned))
     }
 

@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
 """Adds the butter_db backend to a Lighthouse checkout (run by scripts/lighthouse.sh).
 
-Usage: patch.py LIGHTHOUSE_DIR ADAPTERS_DIR [DEPS_DIR]
+Usage: patch.py LIGHTHOUSE_DIR ADAPTERS_DIR [DEPS_DIR]   patch (again) for these options
+       patch.py --pins LIGHTHOUSE_DIR                    the git dependencies the tree pins,
+                                                         one `checkout rev url` line each
+       patch.py --check-deps LIGHTHOUSE_DIR DEPS_DIR     are the checkouts in DEPS_DIR usable?
 
-Every edit is anchored on text that Lighthouse's `stable` tree has an exact, known number of
-times; if an anchor is missing or appears a different number of times the tree has moved and
-the script stops before writing anything, naming the file and the anchor. Running it twice is
-harmless: a tree that already carries the edits (the marker comment in slasher/Cargo.toml) only
-gets the current butter_impl.rs.
+Every edit is anchored on the structure of the tree: a key in a named table of a Cargo.toml
+(whatever its value, e.g. the redb line whatever its version), or a Rust line that must occur
+an exact, known number of times. If an anchor is missing or appears a different number of
+times the tree has moved and the script stops before writing anything, naming the file and the
+anchor. The anchors hold for Lighthouse `stable` (2e0eb6d1b8) and `unstable` (40d3423193).
+
+The first run keeps the original text of every file it edits in LIGHTHOUSE_DIR/.butter_db.json
+with a digest of what it wrote. A later run starts again from those originals and applies the
+edits the current options ask for, so running it with or without DEPS_DIR, in any order, always
+leaves the tree as that run's options say (e.g. a run with DEPS_DIR after one without adds the
+[patch] sections). It refuses, changing nothing, if a file it wrote has been changed since, or
+if the tree carries a butter integration it has no record of; it then says what to reset.
 
 The edits, all in the checkout (none of Lighthouse's text is kept in this repository):
   slasher/src/database/butter_impl.rs  copied from this directory;
@@ -24,16 +34,24 @@ The edits, all in the checkout (none of Lighthouse's text is kept in this reposi
                                        sigp/libmdbx-rs, sigp/quick-protobuf) patched in by path.
 """
 
+import hashlib
+import json
 import pathlib
 import re
-import shutil
+import subprocess
 import sys
 
 MARKER = "# butter_db integration (scripts/lighthouse.sh)"
+STATE = ".butter_db.json"
+IMPL = "slasher/src/database/butter_impl.rs"
 
 
 class Moved(Exception):
     pass
+
+
+def digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Tree:
@@ -59,6 +77,32 @@ class Tree:
             raise Moved(f"{rel}: expected {count} x {old!r}, found {found}")
         self.files[rel] = text.replace(old, new)
 
+    def toml_entry(self, rel, table, key):
+        """The lines of `rel` and the index of the one-line `key = ...` entry of `[table]`."""
+        lines = self.text(rel).split("\n")
+        current, found = None, []
+        for i, line in enumerate(lines):
+            header = re.match(r"\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
+            if header:
+                current = header.group(1).strip()
+            elif current == table and re.match(rf"{re.escape(key)}\s*=", line):
+                found.append(i)
+        if len(found) != 1:
+            raise Moved(f"{rel}: expected 1 entry `{key} = ...` in [{table}], found {len(found)}")
+        line = lines[found[0]]
+        if line.count("[") != line.count("]") or line.count("{") != line.count("}"):
+            raise Moved(f"{rel}: the entry `{key}` in [{table}] spans several lines")
+        return lines, found[0]
+
+    def insert_after(self, rel, table, key, new_lines):
+        lines, i = self.toml_entry(rel, table, key)
+        self.files[rel] = "\n".join(lines[: i + 1] + new_lines + lines[i + 1 :])
+
+    def set_entry(self, rel, table, key, new_line):
+        lines, i = self.toml_entry(rel, table, key)
+        lines[i] = new_line
+        self.files[rel] = "\n".join(lines)
+
     def twin_redb(self, rel, count):
         """After every `#[cfg(feature = "redb")]` line and the line it guards, adds the same pair
         for butter (redb -> butter, Redb -> Butter). Expects `count` such pairs."""
@@ -80,17 +124,77 @@ class Tree:
             raise Moved(f"{rel}: expected {count} redb-guarded items, found {pairs}")
         self.files[rel] = "\n".join(out)
 
-    def write(self):
-        for rel, text in self.files.items():
-            (self.root / rel).write_text(text)
-
 
 ANY_OLD = 'any(feature = "mdbx", feature = "lmdb", feature = "redb")'
 ANY_NEW = 'any(feature = "mdbx", feature = "lmdb", feature = "redb", feature = "butter")'
-GIT_DEPS = {
-    "https://github.com/sigp/lmdb-rs": ("lmdb-rs", {"lmdb-rkv": "", "lmdb-rkv-sys": "lmdb-sys"}),
-    "https://github.com/sigp/libmdbx-rs": ("libmdbx-rs", {"libmdbx": ""}),
-}
+# Lighthouse's git dependencies: the checkout's directory name under DEPS_DIR, the url's tail,
+# and where each crate lives in the checkout. The revisions are read from the tree.
+GIT_DEPS = [
+    ("lmdb-rs", "sigp/lmdb-rs", {"lmdb-rkv": "", "lmdb-rkv-sys": "lmdb-sys"}),
+    ("libmdbx-rs", "sigp/libmdbx-rs", {"libmdbx": ""}),
+    ("quick-protobuf", "sigp/quick-protobuf", {"quick-protobuf": "quick-protobuf"}),
+]
+# The LMDB C sources, a git submodule of lmdb-rs that a plain clone leaves empty.
+LMDB_SOURCE = "lmdb-sys/lmdb/libraries/liblmdb/mdb.c"
+ENTRY = re.compile(r'(?:package = "(?P<package>[^"]+)".*)?git = "(?P<url>[^"]+)".*rev = "(?P<rev>[0-9a-f]+)"')
+
+
+def pins(tree):
+    """[(checkout, url, rev, {crate: subdir}, [(file, table, key)])] for every git dependency."""
+    where = [("slasher/Cargo.toml", "dependencies", k) for k in ("lmdb-rkv", "lmdb-rkv-sys", "mdbx")]
+    where.append(("Cargo.toml", "patch.crates-io", "quick-protobuf"))
+    found = {}
+    for rel, table, key in where:
+        lines, i = tree.toml_entry(rel, table, key)
+        m = ENTRY.search(lines[i])
+        if not m:
+            raise Moved(f"{rel}: the entry `{key}` in [{table}] has no git url and rev")
+        found.setdefault(m.group("url"), []).append((m.group("rev"), (rel, table, key)))
+    out = []
+    for checkout, tail, crates in GIT_DEPS:
+        urls = [u for u in found if u.removesuffix(".git").endswith(tail)]
+        if len(urls) != 1:
+            raise Moved(f"expected one git url for {tail} in slasher/Cargo.toml or Cargo.toml")
+        revs = {rev for rev, _ in found[urls[0]]}
+        if len(revs) != 1:
+            raise Moved(f"{urls[0]} is pinned at several revisions: {sorted(revs)}")
+        out.append((checkout, urls[0], revs.pop(), crates, [e for _, e in found[urls[0]]]))
+    return out
+
+
+def head(path):
+    r = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def deps_problems(tree, deps):
+    """What DEPS_DIR lacks for this tree, one sentence each (empty: usable)."""
+    problems = []
+    for checkout, url, rev, crates, _ in pins(tree):
+        path = deps / checkout
+        if not path.is_dir():
+            problems.append(f"{path}: missing (a checkout of {url} at {rev})")
+            continue
+        at = head(path)
+        if at is None:
+            problems.append(f"{path}: not a git checkout (its revision cannot be checked)")
+        elif at != rev:
+            problems.append(
+                f"{path}: at {at}, this tree pins {rev} (`git -C {path} checkout {rev}`, or a "
+                "separate DEPS_DIR for this revision set)"
+            )
+        for sub in crates.values():
+            if not (path / sub / "Cargo.toml").is_file():
+                problems.append(f"{path / sub / 'Cargo.toml'}: missing")
+    lmdb = deps / "lmdb-rs"
+    if lmdb.is_dir() and not (lmdb / LMDB_SOURCE).is_file():
+        nested = lmdb / "lmdb-sys/lmdb/lmdb/libraries"
+        if nested.is_dir():
+            fix = f"they are nested one level too deep: move the contents of {nested.parent} up"
+        else:
+            fix = "`scripts/lighthouse.sh LIGHTHOUSE_DIR deps DIR` fills an empty lmdb-sys/lmdb"
+        problems.append(f"{lmdb / LMDB_SOURCE}: missing, the LMDB C sources; {fix}")
+    return problems
 
 
 def patch(tree, here, adapters, deps):
@@ -122,84 +226,125 @@ def patch(tree, here, adapters, deps):
     for name in ["attester_slashings", "proposer_slashings", "random", "wrap_around"]:
         tree.replace(f"slasher/tests/{name}.rs", f"#![cfg({ANY_OLD})]", f"#![cfg({ANY_NEW})]")
 
-    # Cargo: the feature and the dependency on this repository's adapter crate.
+    # Cargo: the feature and the dependency on this repository's adapter crate, each after the
+    # redb entry of its table (whatever redb's version).
     adapters_dep = (
         f'slasher-adapters = {{ path = "{adapters}", default-features = false, '
         'features = ["butter"], optional = true }'
     )
-    tree.replace(
-        "slasher/Cargo.toml",
-        'redb = ["dep:redb"]\n',
-        f'redb = ["dep:redb"]\n{MARKER}\nbutter = ["dep:slasher-adapters"]\n',
-    )
-    tree.replace(
-        "slasher/Cargo.toml",
-        '\nredb = { version = "2.1", optional = true }\n',
-        f'\nredb = {{ version = "2.1", optional = true }}\n{MARKER}\n{adapters_dep}\n',
-    )
-    tree.replace(
+    slasher = "slasher/Cargo.toml"
+    tree.insert_after(slasher, "features", "redb", [MARKER, 'butter = ["dep:slasher-adapters"]'])
+    tree.insert_after(slasher, "dependencies", "redb", [MARKER, adapters_dep])
+    tree.insert_after(
         "lighthouse/Cargo.toml",
-        'slasher-redb = ["slasher/redb"]\n',
-        'slasher-redb = ["slasher/redb"]\n# Support slasher butter_db backend (btrfs only).\n'
-        'slasher-butter = ["slasher/butter"]\n',
+        "features",
+        "slasher-redb",
+        ["# Support slasher butter_db backend (btrfs only).", 'slasher-butter = ["slasher/butter"]'],
     )
 
     if deps is not None:
         patch_git_deps(tree, deps)
 
-    tree.write()
-    shutil.copyfile(here / "butter_impl.rs", tree.root / "slasher/src/database/butter_impl.rs")
-
 
 def patch_git_deps(tree, deps):
     """Points Lighthouse's git dependencies at local checkouts under `deps`."""
-    cargo = tree.text("Cargo.toml")
-    m = re.search(r'^quick-protobuf = \{ git = "[^"]*", rev = "([0-9a-f]+)" \}$', cargo, re.M)
-    if not m:
-        raise Moved("Cargo.toml: the [patch.crates-io] line for quick-protobuf is not there")
-    check_dir(deps / "quick-protobuf" / "quick-protobuf")
-    tree.replace(
-        "Cargo.toml",
-        m.group(0),
-        f'quick-protobuf = {{ path = "{deps / "quick-protobuf" / "quick-protobuf"}" }}',
+    problems = deps_problems(tree, deps)
+    if problems:
+        raise SystemExit("patch.py: DEPS_DIR is not usable, nothing was changed:\n  " + "\n  ".join(problems))
+    sections = []
+    for checkout, url, _, crates, entries in pins(tree):
+        for rel, table, key in entries:
+            if table == "patch.crates-io":
+                # A [patch] of crates-io that is a git url cannot be patched again: set the path.
+                path = deps / checkout / crates[key]
+                tree.set_entry(rel, table, key, f'{key} = {{ path = "{path}" }}')
+                break
+        else:
+            sections.append(f'[patch."{url}"]')
+            sections += [f'{c} = {{ path = "{deps / checkout / s}" }}' for c, s in crates.items()]
+    cargo = tree.text("Cargo.toml").rstrip("\n")
+    tree.files["Cargo.toml"] = cargo + "\n\n" + "\n".join([MARKER] + sections) + "\n"
+
+
+def load_state(root, tree):
+    """Puts the original text of every file an earlier run edited back into `tree` (in memory)
+    and returns that record; refuses if the tree is not as that run left it."""
+    path = root / STATE
+    edited = ["slasher/Cargo.toml", "slasher/src/database.rs", "Cargo.toml"]
+    reset = (
+        f"to start again from Lighthouse's own files: `git -C {root} checkout -- .` and "
+        f"`rm -f {root / IMPL} {path}`"
     )
-    sections = [MARKER]
-    for url, (checkout, crates) in GIT_DEPS.items():
-        if url not in tree.text("slasher/Cargo.toml"):
-            raise Moved(f"slasher/Cargo.toml: no dependency on {url}")
-        sections.append(f'[patch."{url}"]')
-        for crate, sub in crates.items():
-            path = deps / checkout / sub if sub else deps / checkout
-            check_dir(path)
-            sections.append(f'{crate} = {{ path = "{path}" }}')
-    tree.files["Cargo.toml"] = tree.text("Cargo.toml").rstrip("\n") + "\n\n" + "\n".join(sections) + "\n"
+    if not path.exists():
+        if (root / IMPL).exists() or any(MARKER in tree.text(rel) for rel in edited):
+            raise SystemExit(
+                f"patch.py: {root} carries a butter integration without its record {STATE} (an "
+                f"earlier version of this script made it); nothing was changed; {reset}"
+            )
+        return {}
+    state = json.loads(path.read_text())
+    for rel, entry in state.items():
+        text = tree.text(rel)
+        if digest(text) != entry["written"]:
+            raise SystemExit(
+                f"patch.py: {root / rel} has changed since patch.py wrote it; nothing was "
+                f"changed; {reset}"
+            )
+        tree.files[rel] = entry["original"]
+    return state
 
 
-def check_dir(path):
-    if not (path / "Cargo.toml").is_file():
-        raise SystemExit(f"patch.py: {path}/Cargo.toml not found (see docs/lighthouse.md, step 1)")
+def write(root, tree, state, here):
+    """Writes the record first (the originals, once), then the files, then the digests. A file
+    that already has its text is left untouched, so that a re-run with the same options does not
+    make cargo rebuild the slasher crate."""
+    for rel in tree.files:
+        state.setdefault(rel, {"original": (root / rel).read_text(), "written": None})
+    write_changed(root / STATE, json.dumps(state, sort_keys=True))
+    for rel, text in tree.files.items():
+        write_changed(root / rel, text)
+        state[rel]["written"] = digest(text)
+    write_changed(root / IMPL, (here / "butter_impl.rs").read_text())
+    write_changed(root / STATE, json.dumps(state, sort_keys=True))
+
+
+def write_changed(path, text):
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        raise SystemExit(__doc__)
-    root = pathlib.Path(sys.argv[1]).resolve()
-    adapters = pathlib.Path(sys.argv[2]).resolve()
-    deps = pathlib.Path(sys.argv[3]).resolve() if len(sys.argv) == 4 else None
-    here = pathlib.Path(__file__).resolve().parent
-    tree = Tree(root)
+    args = sys.argv[1:]
     try:
-        if MARKER in tree.text("slasher/Cargo.toml"):
-            shutil.copyfile(here / "butter_impl.rs", root / "slasher/src/database/butter_impl.rs")
-            print(f"patch.py: {root} already carries the butter backend; butter_impl.rs refreshed")
+        if len(args) == 2 and args[0] == "--pins":
+            for checkout, url, rev, _, _ in pins(Tree(pathlib.Path(args[1]).resolve())):
+                print(checkout, rev, url)
             return
+        if len(args) == 3 and args[0] == "--check-deps":
+            tree = Tree(pathlib.Path(args[1]).resolve())
+            problems = deps_problems(tree, pathlib.Path(args[2]).resolve())
+            if problems:
+                raise SystemExit("patch.py: DEPS_DIR is not usable:\n  " + "\n  ".join(problems))
+            print(f"patch.py: {args[2]} has every git dependency at the revision the tree pins")
+            return
+        if len(args) not in (2, 3) or args[0].startswith("--"):
+            raise SystemExit(__doc__)
+        root = pathlib.Path(args[0]).resolve()
+        adapters = pathlib.Path(args[1]).resolve()
+        deps = pathlib.Path(args[2]).resolve() if len(args) == 3 else None
+        here = pathlib.Path(__file__).resolve().parent
+        tree = Tree(root)
+        state = load_state(root, tree)
         patch(tree, here, adapters, deps)
     except Moved as e:
         raise SystemExit(
             f"patch.py: the Lighthouse tree has moved, nothing was changed: {e}\n"
-            "(the edits are written for the commit named in docs/lighthouse.md)"
+            "(the edits are written for the commits named in docs/lighthouse.md)"
         )
-    print(f"patch.py: butter backend added to {root}")
+    again = "again " if state else ""
+    write(root, tree, state, here)
+    how = f"git dependencies from {deps}" if deps else "git dependencies from their urls"
+    print(f"patch.py: butter backend added {again}to {root} ({how})")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,408 @@
+//! `integration/lighthouse/patch.py` on a small synthetic tree shaped like the parts of a
+//! Lighthouse checkout its anchors key on (written here, no Lighthouse file): re-runs follow
+//! the current options, the anchors key on structure, a moved or hand-edited tree is refused
+//! unchanged, and the dependency check names what is missing.
+//!
+//! Needs python3 and git; without them the tests skip outside CI and fail under `CI=true`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ANY_OLD: &str = r#"any(feature = "mdbx", feature = "lmdb", feature = "redb")"#;
+
+fn patch_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../integration/lighthouse/patch.py")
+}
+
+fn adapters() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters")
+}
+
+/// A fresh, empty directory for one test.
+fn work_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("lighthouse_glue")
+        .join(test);
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Whether python3 and git run; skips (failing under CI) when they do not.
+fn tools(test: &str) -> bool {
+    for tool in ["python3", "git"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            butter_test_support::skip(test, &format!("{tool} not found"));
+            return false;
+        }
+    }
+    true
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=glue test",
+            "-c",
+            "user.email=glue@example.invalid",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A one-commit repository holding `files`; returns its commit.
+fn repo(dir: &Path, files: &[&str]) -> String {
+    for f in files {
+        write(&dir.join(f), "# made by the glue test\n");
+    }
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "."]);
+    git(dir, &["commit", "-qm", "glue test dependency"]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// The three dependency checkouts under `deps`: (lmdb-rs, libmdbx-rs, quick-protobuf) commits.
+fn deps(deps: &Path) -> [String; 3] {
+    [
+        repo(
+            &deps.join("lmdb-rs"),
+            &[
+                "Cargo.toml",
+                "lmdb-sys/Cargo.toml",
+                "lmdb-sys/lmdb/libraries/liblmdb/mdb.c",
+            ],
+        ),
+        repo(&deps.join("libmdbx-rs"), &["Cargo.toml"]),
+        repo(&deps.join("quick-protobuf"), &["quick-protobuf/Cargo.toml"]),
+    ]
+}
+
+/// The synthetic tree: the tables, keys and lines the anchors look for, with `redb` at
+/// `redb_version` and the git dependencies pinned at `revs`.
+fn tree(root: &Path, redb_version: &str, revs: &[String; 3]) {
+    let [lmdb, mdbx, protobuf] = revs;
+    write(
+        &root.join("Cargo.toml"),
+        &format!(
+            "[workspace]\nmembers = [\"slasher\", \"lighthouse\"]\n\n[patch.crates-io]\n\
+             quick-protobuf = {{ git = \"https://github.com/sigp/quick-protobuf.git\", rev = \"{protobuf}\" }}\n"
+        ),
+    );
+    write(
+        &root.join("slasher/Cargo.toml"),
+        &format!(
+            "[package]\nname = \"slasher\"\n\n[features]\ndefault = [\"lmdb\"]\n\
+             mdbx = [\"dep:mdbx\"]\nredb = [\"dep:redb\"]\n\n[dependencies]\n\
+             mdbx = {{ package = \"libmdbx\", git = \"https://github.com/sigp/libmdbx-rs\", rev = \"{mdbx}\", optional = true }}\n\
+             lmdb-rkv = {{ git = \"https://github.com/sigp/lmdb-rs\", rev = \"{lmdb}\", optional = true }}\n\
+             lmdb-rkv-sys = {{ git = \"https://github.com/sigp/lmdb-rs\", rev = \"{lmdb}\", optional = true }}\n\
+             redb = {{ version = \"{redb_version}\", optional = true }}\n\n[dev-dependencies]\n"
+        ),
+    );
+    write(
+        &root.join("lighthouse/Cargo.toml"),
+        "[features]\nslasher-redb = [\"slasher/redb\"]\n",
+    );
+    write(
+        &root.join("slasher/src/database.rs"),
+        "mod lmdb_impl;\nmod redb_impl;\n",
+    );
+    let twins: String = (0..20)
+        .map(|i| format!("    #[cfg(feature = \"redb\")]\n    Redb(redb_impl::Item{i}),\n"))
+        .collect();
+    write(
+        &root.join("slasher/src/database/interface.rs"),
+        &format!("enum Items {{\n{twins}}}\n"),
+    );
+    write(
+        &root.join("slasher/src/config.rs"),
+        &format!(
+            "enum DatabaseBackend {{\n    #[cfg(feature = \"redb\")]\n    Redb,\n}}\n\
+             #[cfg(not({ANY_OLD}))]\npub const DEFAULT_BACKEND: DatabaseBackend = DatabaseBackend::Disabled;\n"
+        ),
+    );
+    write(
+        &root.join("slasher/src/error.rs"),
+        "enum Error {\n    #[cfg(feature = \"redb\")]\n    DatabaseRedbError(redb::Error),\n}\n",
+    );
+    write(
+        &root.join("slasher/src/lib.rs"),
+        &format!("#![cfg_attr(not({ANY_OLD}), allow(unused))]\n"),
+    );
+    for name in [
+        "attester_slashings",
+        "proposer_slashings",
+        "random",
+        "wrap_around",
+    ] {
+        write(
+            &root.join(format!("slasher/tests/{name}.rs")),
+            &format!("#![cfg({ANY_OLD})]\n"),
+        );
+    }
+}
+
+/// Every file under `root` (but `.git`) and its text.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut files = BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.insert(path.clone(), fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Every file under `root` and its modification time.
+fn modified(root: &Path) -> BTreeMap<PathBuf, std::time::SystemTime> {
+    snapshot(root)
+        .into_keys()
+        .map(|path| {
+            let time = fs::metadata(&path).unwrap().modified().unwrap();
+            (path, time)
+        })
+        .collect()
+}
+
+fn run(args: &[&Path]) -> Output {
+    Command::new("python3")
+        .arg(patch_py())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn patch(root: &Path, deps: Option<&Path>) -> Output {
+    let out = run(&[root, adapters().as_path()]
+        .into_iter()
+        .chain(deps)
+        .collect::<Vec<_>>());
+    assert!(
+        out.status.success(),
+        "patch.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn refused(out: &Output) -> String {
+    assert!(!out.status.success(), "patch.py should have refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The synthetic tree (redb "2.1") and its dependency checkouts for `test`: (tree, deps
+/// directory, their commits), or `None` after a skip when python3 or git is missing.
+fn tree_with_deps(test: &str) -> Option<(PathBuf, PathBuf, [String; 3])> {
+    if !tools(test) {
+        return None;
+    }
+    let dir = work_dir(test);
+    let (root, deps_dir) = (dir.join("lighthouse"), dir.join("deps"));
+    let revs = deps(&deps_dir);
+    tree(&root, "2.1", &revs);
+    Some((root, deps_dir, revs))
+}
+
+/// A run with DEPS_DIR after one without must add the [patch] sections (an earlier version saw
+/// its own marker and only refreshed butter_impl.rs), one without must take them out, and one
+/// with the same options as the last must not touch a file.
+#[test]
+fn rerun_brings_the_tree_to_the_current_options() {
+    let Some((root, deps_dir, _)) = tree_with_deps("rerun_brings_the_tree_to_the_current_options")
+    else {
+        return;
+    };
+    let original = snapshot(&root);
+
+    patch(&root, None);
+    let without = snapshot(&root);
+    assert_eq!(
+        without[&root.join("Cargo.toml")],
+        original[&root.join("Cargo.toml")]
+    );
+    assert!(without[&root.join("slasher/Cargo.toml")].contains("slasher-adapters = { path"));
+
+    patch(&root, Some(&deps_dir));
+    let cargo = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    for line in [
+        "[patch.\"https://github.com/sigp/lmdb-rs\"]".to_string(),
+        format!(
+            "lmdb-rkv-sys = {{ path = \"{}\" }}",
+            deps_dir.join("lmdb-rs/lmdb-sys").display()
+        ),
+        "[patch.\"https://github.com/sigp/libmdbx-rs\"]".to_string(),
+        format!(
+            "quick-protobuf = {{ path = \"{}\" }}",
+            deps_dir.join("quick-protobuf/quick-protobuf").display()
+        ),
+    ] {
+        assert!(
+            cargo.contains(&line),
+            "Cargo.toml lacks {line:?} after the run with DEPS_DIR:\n{cargo}"
+        );
+    }
+    let with = snapshot(&root);
+    let written = modified(&root);
+    patch(&root, Some(&deps_dir));
+    assert_eq!(
+        snapshot(&root),
+        with,
+        "a second run with the same options changed the tree"
+    );
+    // Rewriting a file with its own text would still make cargo rebuild the slasher crate.
+    assert_eq!(
+        modified(&root),
+        written,
+        "a second run with the same options rewrote files"
+    );
+
+    patch(&root, None);
+    assert_eq!(
+        snapshot(&root),
+        without,
+        "a run without DEPS_DIR left the [patch] sections"
+    );
+}
+
+/// The Cargo anchors are the `redb` entries of [features] and [dependencies] whatever redb's
+/// version (stable pins "2.1", unstable "2.1.4"); the Rust edits land once each.
+#[test]
+fn anchors_key_on_structure() {
+    if !tools("anchors_key_on_structure") {
+        return;
+    }
+    for version in ["2.1", "2.1.4"] {
+        let dir = work_dir(&format!("anchors-{version}"));
+        let root = dir.join("lighthouse");
+        tree(&root, version, &Default::default());
+        patch(&root, None);
+        let slasher = fs::read_to_string(root.join("slasher/Cargo.toml")).unwrap();
+        let features = slasher.split("[dependencies]").next().unwrap();
+        assert!(
+            features.contains("redb = [\"dep:redb\"]\n# butter_db integration (scripts/lighthouse.sh)\nbutter = [\"dep:slasher-adapters\"]\n"),
+            "redb {version}: no butter feature after redb's:\n{slasher}"
+        );
+        assert!(
+            slasher.contains(&format!(
+                "redb = {{ version = \"{version}\", optional = true }}\n# butter_db integration (scripts/lighthouse.sh)\nslasher-adapters = {{ path = "
+            )),
+            "redb {version}: no adapters dependency after redb's:\n{slasher}"
+        );
+        let interface = fs::read_to_string(root.join("slasher/src/database/interface.rs")).unwrap();
+        assert_eq!(interface.matches("Butter(butter_impl::Item").count(), 20);
+        assert!(root.join("slasher/src/database/butter_impl.rs").is_file());
+    }
+}
+
+/// A tree without an anchor, with a file changed since patch.py wrote it, or patched without a
+/// record, is refused with the file or the reset named and nothing changed.
+#[test]
+fn moved_or_edited_trees_are_refused_unchanged() {
+    if !tools("moved_or_edited_trees_are_refused_unchanged") {
+        return;
+    }
+    let dir = work_dir("refused");
+    let root = dir.join("lighthouse");
+    tree(&root, "2.1", &Default::default());
+    let features = root.join("lighthouse/Cargo.toml");
+    write(&features, "[features]\nslasher-mdbx = [\"slasher/mdbx\"]\n");
+    let before = snapshot(&root);
+    let err = refused(&run(&[&root, &adapters()]));
+    assert!(
+        err.contains("has moved")
+            && err.contains("lighthouse/Cargo.toml")
+            && err.contains("`slasher-redb = ...` in [features]"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+
+    write(&features, "[features]\nslasher-redb = [\"slasher/redb\"]\n");
+    patch(&root, None);
+    let slasher = root.join("slasher/Cargo.toml");
+    write(
+        &slasher,
+        &(fs::read_to_string(&slasher).unwrap() + "# a hand edit\n"),
+    );
+    let before = snapshot(&root);
+    let err = refused(&run(&[&root, &adapters()]));
+    assert!(
+        err.contains("slasher/Cargo.toml has changed since patch.py wrote it"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+
+    // As a checkout patched by the script before it kept a record: the marker, no record.
+    fs::remove_file(root.join(".butter_db.json")).unwrap();
+    let before = snapshot(&root);
+    let err = refused(&run(&[&root, &adapters()]));
+    assert!(
+        err.contains("without its record") && err.contains("checkout -- ."),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+}
+
+/// `--check-deps` lists each problem: a checkout at another revision, a missing one, and the
+/// LMDB sources copied one level too deep.
+#[test]
+fn the_dependency_check_names_what_is_missing() {
+    let Some((root, deps_dir, revs)) = tree_with_deps("the_dependency_check_names_what_is_missing")
+    else {
+        return;
+    };
+    let ok = run(&[Path::new("--check-deps"), &root, &deps_dir]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+
+    let lmdb = deps_dir.join("lmdb-rs/lmdb-sys/lmdb");
+    fs::create_dir_all(lmdb.join("lmdb")).unwrap();
+    fs::rename(lmdb.join("libraries"), lmdb.join("lmdb/libraries")).unwrap();
+    let mdbx = deps_dir.join("libmdbx-rs");
+    write(&mdbx.join("NEWS"), "later\n");
+    git(&mdbx, &["add", "."]);
+    git(&mdbx, &["commit", "-qm", "a later commit"]);
+    fs::remove_dir_all(deps_dir.join("quick-protobuf")).unwrap();
+
+    let err = refused(&run(&[Path::new("--check-deps"), &root, &deps_dir]));
+    for want in [
+        format!("{}: at ", mdbx.display()),
+        format!("this tree pins {}", revs[1]),
+        format!("{}: missing", deps_dir.join("quick-protobuf").display()),
+        "nested one level too deep".to_string(),
+    ] {
+        assert!(err.contains(&want), "no {want:?} in:\n{err}");
+    }
+    let before = snapshot(&root);
+    let err = refused(&run(&[&root, &adapters(), &deps_dir]));
+    assert!(
+        err.contains("DEPS_DIR is not usable, nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+}
