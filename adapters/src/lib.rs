@@ -64,7 +64,7 @@ pub mod redb;
 pub mod conformance;
 
 pub use backend::{CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
-pub use config::{BackendConfig, DatabaseBackend, Durability};
+pub use config::{BackendConfig, DatabaseBackend, Durability, BUTTER_CACHE_MIB_VAR};
 pub use error::Error;
 pub use tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};
 
