@@ -15,6 +15,8 @@ pub(super) struct ChildJob<'a> {
     progress: bool,
     sample_every: Option<u64>,
     interrupt: Interrupt,
+    /// Where each finished batch is streamed (`partial.rs`).
+    stream: PathBuf,
 }
 
 pub(super) struct ChildVisitor<'a>(&'a ChildJob<'a>);
@@ -52,6 +54,7 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         progress: !args.no_progress,
         sample_every: args.sample_every,
         interrupt,
+        stream: batches_file(result_file),
     };
     let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
     let outcome = outcome.and_then(|r| r);
@@ -108,6 +111,17 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         if durable { "" } else { "-nondurable" },
         job.fs.label()
     );
+
+    let mut stream = BatchStream::create(
+        &job.stream,
+        &row_head(
+            job,
+            &name,
+            durable,
+            durability_name(config.durability),
+            open_ms,
+        ),
+    )?;
 
     let bar = if job.progress {
         let bar = ProgressBar::new(limit);
@@ -224,6 +238,9 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
             slashings_digest: digest,
             commit_parts,
         });
+        if let Some(done) = batches.last() {
+            stream.batch(done)?;
+        }
         (headers, attestations, enqueue_ms, queued) = (0, 0, 0.0, 0);
         let done = batches.len() as u64;
         let last = position as u64 + 1 == limit;
@@ -293,6 +310,28 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         client: None,
         clock_ns: Some(clock_ns),
     })
+}
+
+/// The start of a row's [`BatchStream`]: what the parent needs to make a row of the batches a
+/// dead child finished.
+fn row_head(
+    job: &ChildJob<'_>,
+    name: &str,
+    durable: bool,
+    durability: &str,
+    open_ms: f64,
+) -> BackendResult {
+    BackendResult {
+        name: name.to_string(),
+        backend: job.backend.name().into(),
+        filesystem: job.fs.label(),
+        durable,
+        durability: durability.into(),
+        fs: job.fs.clone(),
+        db_dir: job.db.clone(),
+        open_ms,
+        ..BackendResult::default()
+    }
 }
 
 /// The soak's view of the database after batch `index`; see [`Sample`].
