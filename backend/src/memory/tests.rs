@@ -13,7 +13,7 @@ const MOUNTS_V1: &str = "\
 
 #[test]
 fn v1_memory_controller_wins_over_the_unified_line() {
-    let cgroups = "9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/user.slice\n";
+    let cgroups = "0::/user.slice\n9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu:/\n";
     let cg = MemoryCgroup::find(cgroups, MOUNTS_V1).expect("found");
     assert_eq!(cg.version, CgroupVersion::V1);
     assert_eq!(cg.dir, Path::new("/sys/fs/cgroup/memory/process_api/abc"));
