@@ -102,6 +102,7 @@ cleanup() {
         # The second row of an interrupted pair stops too (and writes its partial report).
         kill -TERM "$BG_PID" 2>/dev/null && wait "$BG_PID" 2>/dev/null
     fi
+    stop_watchers
     remove_row_cgroups
     if [[ -n $WORK ]]; then
         remove_work_dir "$WORK"
@@ -221,14 +222,49 @@ in_cgroup() {
     fi
 }
 
-# record_cgroup ROW CG: what the row's cgroup holds after the row (memory.stat and the peak,
-# failure and OOM-kill counters) into ROW.memory in the report directory, and its main lines
-# to the log.
+# watch_cgroup ROW CG: in the background, every 2 s while the row runs, one line of what its
+# cgroup holds (v1: rss cache mapped_file usage; v2: anon file file_mapped usage, bytes) into
+# ROW.memory-samples in the report directory: after the row the processes are gone and
+# memory.stat shows nothing. Its pid goes to WATCHERS.
+WATCHERS=()
+watch_cgroup() {
+    local row=$1 cg=$2
+    [[ -n $cg ]] || return 0
+    (
+        local keys=' rss cache mapped_file ' usage=memory.usage_in_bytes
+        ((CG_VERSION == 2)) && keys=' anon file file_mapped ' usage=memory.current
+        echo "seconds${keys}usage"
+        local t=0
+        while [[ -d $cg ]]; do
+            printf '%d %s %s\n' "$t" \
+                "$(awk -v keys="$keys" 'index(keys, " " $1 " ") { v[$1] = $2 }
+                    END { n = split(keys, k, " "); for (i = 1; i <= n; i++) printf "%s%s", v[k[i]], (i < n ? " " : "") }' \
+                    "$cg/memory.stat" 2>/dev/null)" "$(cat "$cg/$usage" 2>/dev/null)"
+            sleep 2
+            t=$((t + 2))
+        done
+    ) >"$OUT/$row.memory-samples" 2>/dev/null &
+    WATCHERS+=($!)
+}
+
+stop_watchers() {
+    local pid
+    for pid in "${WATCHERS[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
+    WATCHERS=()
+}
+
+# record_cgroup ROW CG: what the row's cgroup held (the largest of each ROW.memory-samples
+# column while it ran) and its counters after it (peak usage, failcnt, OOM kills, memory.stat)
+# into ROW.memory in the report directory, and the main lines to the log.
 record_cgroup() {
     local row=$1 cg=$2 file=$OUT/$1.memory
     [[ -n $cg && -d $cg ]] || return 0
     {
         echo "# $cg, limit $MEMORY_LIMIT bytes, cgroup v$CG_VERSION"
+        awk 'NR == 1 { n = split($0, name, " "); next }
+            { for (i = 2; i <= NF; i++) if ($i > max[i]) max[i] = $i }
+            END { for (i = 2; i <= n; i++) printf "largest %s %d\n", name[i], max[i] }' \
+            "$OUT/$row.memory-samples" 2>/dev/null
         if ((CG_VERSION == 1)); then
             for f in memory.max_usage_in_bytes memory.failcnt; do echo "$f $(cat "$cg/$f")"; done
             sed 's/^/memory.oom_control /' "$cg/memory.oom_control"
@@ -238,8 +274,8 @@ record_cgroup() {
         fi
         sed 's/^/memory.stat /' "$cg/memory.stat"
     } >"$file" 2>&1
-    local keys='memory.max_usage_in_bytes|memory.failcnt|memory.peak|memory.oom_control oom_kill|memory.events (max|oom_kill)|memory.stat (total_)?(cache|rss|mapped_file|anon|file|file_mapped)'
-    log "row $row memory (all of it in $file):"
+    local keys='largest [a-z_]+|memory.max_usage_in_bytes|memory.failcnt|memory.peak|memory.oom_control oom_kill|memory.events (max|oom_kill)'
+    log "row $row memory (all of it in $file; samples every 2 s in $OUT/$row.memory-samples):"
     grep -E "^($keys) " "$file" | awk '{
         name = substr($0, 1, length($0) - length($NF) - 1)
         if (name ~ /failcnt|oom_kill|events max/) printf "    %s %d\n", name, $NF
@@ -417,6 +453,7 @@ run_pair() {
         [[ -z $db_b ]] && CMD+=(--no-progress)
         row_cgroup "$b"
         cg_b=$ROW_CGROUP
+        watch_cgroup "$b" "$cg_b"
         log "row $b on core 1 (output in $OUT/$b.log): ${CMD[*]}"
         in_cgroup "$cg_b" taskset -c 1 "${CMD[@]}" >"$OUT/$b.log" 2>&1 &
         BG_PID=$!
@@ -424,6 +461,7 @@ run_pair() {
     row_command "$a"
     row_cgroup "$a"
     cg_a=$ROW_CGROUP
+    watch_cgroup "$a" "$cg_a"
     log "row $a on core 0: ${CMD[*]}"
     in_cgroup "$cg_a" taskset -c 0 "${CMD[@]}" || rc_a=$?
     record_cgroup "$a" "$cg_a"
@@ -435,6 +473,7 @@ run_pair() {
         record_cgroup "$b" "$cg_b"
         finish_row "$b" "$rc_b" "$db_b"
     fi
+    stop_watchers
     remove_row_cgroups
     return 0
 }
