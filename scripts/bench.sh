@@ -61,6 +61,13 @@
 #   BENCH_IMAGE_SIZE   size of each image (default 16G)
 #   BENCH_TMPDIR       where the images go (default /var/tmp; must not be tmpfs)
 #   BENCH_EXT4_DIR, BENCH_BTRFS_DIR  use these directories instead of making images
+#   BENCH_MEMORY_LIMIT each row in its own memory cgroup with this limit on its memory and page
+#                      cache together (e.g. 128M, 1G; numfmt --from=iec), as a node run under
+#                      systemd's MemoryMax or a container limit: root only, cgroup v1 or v2.
+#                      The images' loop devices then use direct I/O (a page-cache miss reaches
+#                      the disk, not the image file's own cache). Each row's memory.stat, peak
+#                      usage, failcnt and OOM kills go to ROW.memory in the report directory
+#                      and the log; the cgroups are removed afterwards (docs/runs/memory-limit.md)
 #   BENCH_LIGHTHOUSE_RUNNER  the replay runner built inside a Lighthouse checkout, for the
 #                      lighthouse:* rows (chunk sizes: Lighthouse's defaults, 16×256)
 #   CARGO_TARGET_DIR   cargo's target directory (default ./target)
@@ -95,6 +102,8 @@ cleanup() {
         # The second row of an interrupted pair stops too (and writes its partial report).
         kill -TERM "$BG_PID" 2>/dev/null && wait "$BG_PID" 2>/dev/null
     fi
+    stop_watchers
+    remove_row_cgroups
     if [[ -n $WORK ]]; then
         remove_work_dir "$WORK"
     fi
@@ -129,11 +138,168 @@ make_fs() {
         btrfs) mkfs.btrfs -q -f -m single "$img" >&2 ;;
     esac
     mkdir "$mnt"
-    dev=$(losetup -f --show "$img")
+    dev=$(losetup -f --show "${LOOP_OPTS[@]}" "$img")
     mount -o noatime "$dev" "$mnt"
     chmod 1777 "$mnt"
     log "$name: $IMAGE_SIZE sparse image $img on $dev, mounted on $mnt ($(fs_of "$mnt"))"
     MOUNTED=$mnt
+}
+
+# ---- memory-limited rows (BENCH_MEMORY_LIMIT) ----------------------------------------------
+
+MEMORY_LIMIT=""   # bytes; empty: no limit
+LOOP_OPTS=()      # --direct-io=on with a limit
+CG_PARENT=""      # this script's memory cgroup directory
+CG_VERSION=""     # 1 or 2
+CGROUPS=()        # the row cgroups this script made
+ROW_CGROUP=""     # the current row's, set by row_cgroup
+
+# The memory cgroup this script runs in (v1 memory controller first: on a hybrid system the
+# unified hierarchy has no memory controller), in CG_PARENT and CG_VERSION.
+find_memory_cgroup() {
+    local line path mnt
+    line=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup || true)
+    if [[ -n $line ]]; then
+        path=${line#*:*:}
+        mnt=$(findmnt -n -t cgroup -O memory -o TARGET | head -n1)
+        CG_VERSION=1
+    else
+        line=$(grep -E '^0::' /proc/self/cgroup || true)
+        path=${line#0::}
+        mnt=$(findmnt -n -t cgroup2 -o TARGET | head -n1)
+        CG_VERSION=2
+    fi
+    [[ -n $line && -n $mnt ]] || die "BENCH_MEMORY_LIMIT: no memory cgroup found (/proc/self/cgroup, findmnt)"
+    CG_PARENT=$mnt${path%/}
+    [[ -d $CG_PARENT ]] || die "BENCH_MEMORY_LIMIT: this script's memory cgroup $CG_PARENT is not visible"
+    if ((CG_VERSION == 2)) && ! grep -qw memory "$CG_PARENT/cgroup.subtree_control" 2>/dev/null; then
+        # A child gets the memory controller only if its parent hands it down; a v2 cgroup
+        # that holds processes cannot (the "no internal processes" rule).
+        echo +memory >"$CG_PARENT/cgroup.subtree_control" ||
+            die "BENCH_MEMORY_LIMIT: cannot enable the memory controller for children of $CG_PARENT (run from a cgroup that holds no processes, e.g. systemd-run --scope)"
+    fi
+}
+
+setup_memory_limit() {
+    [[ -n ${BENCH_MEMORY_LIMIT:-} ]] || return 0
+    [[ $(id -u) == 0 ]] || die "BENCH_MEMORY_LIMIT needs root (it makes cgroups and direct-I/O loop devices)"
+    [[ -z ${BENCH_EXT4_DIR:-}${BENCH_BTRFS_DIR:-} ]] ||
+        die "BENCH_MEMORY_LIMIT makes its own images (direct-I/O loop devices): unset BENCH_EXT4_DIR and BENCH_BTRFS_DIR"
+    MEMORY_LIMIT=$(numfmt --from=iec "$BENCH_MEMORY_LIMIT" 2>/dev/null) ||
+        die "BENCH_MEMORY_LIMIT=$BENCH_MEMORY_LIMIT is not a size (e.g. 128M, 1G)"
+    ((MEMORY_LIMIT >= 16 << 20)) || die "BENCH_MEMORY_LIMIT=$BENCH_MEMORY_LIMIT is below 16 MiB"
+    find_memory_cgroup
+    LOOP_OPTS=(--direct-io=on)
+    log "memory limit $BENCH_MEMORY_LIMIT ($MEMORY_LIMIT bytes) per row: a child of the cgroup-v$CG_VERSION memory cgroup $CG_PARENT each; loop devices with direct I/O"
+}
+
+# row_cgroup ROW: a new memory cgroup for ROW with the limit, in ROW_CGROUP (empty without a
+# limit).
+row_cgroup() {
+    ROW_CGROUP=""
+    [[ -n $MEMORY_LIMIT ]] || return 0
+    local cg=$CG_PARENT/slasher-bench-$$-${1//[^a-z0-9@-]/_}
+    mkdir "$cg" || die "cannot create the memory cgroup $cg"
+    CGROUPS+=("$cg")
+    if ((CG_VERSION == 1)); then
+        echo "$MEMORY_LIMIT" >"$cg/memory.limit_in_bytes"
+    else
+        echo "$MEMORY_LIMIT" >"$cg/memory.max"
+        echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
+    fi
+    ROW_CGROUP=$cg
+}
+
+# in_cgroup CG COMMAND...: COMMAND in cgroup CG (none if CG is empty), entered before it
+# starts, so that everything it allocates and reads is charged there.
+in_cgroup() {
+    local cg=$1
+    shift
+    if [[ -z $cg ]]; then
+        "$@"
+    else
+        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@"
+    fi
+}
+
+# watch_cgroup ROW CG: in the background, every 2 s while the row runs, one line of what its
+# cgroup holds (v1: rss cache mapped_file usage; v2: anon file file_mapped usage, bytes) into
+# ROW.memory-samples in the report directory: after the row the processes are gone and
+# memory.stat shows nothing. Its pid goes to WATCHERS.
+WATCHERS=()
+watch_cgroup() {
+    local row=$1 cg=$2
+    [[ -n $cg ]] || return 0
+    (
+        local keys=' rss cache mapped_file ' usage=memory.usage_in_bytes
+        ((CG_VERSION == 2)) && keys=' anon file file_mapped ' usage=memory.current
+        echo "seconds${keys}usage"
+        local t=0
+        while [[ -d $cg ]]; do
+            printf '%d %s %s\n' "$t" \
+                "$(awk -v keys="$keys" 'index(keys, " " $1 " ") { v[$1] = $2 }
+                    END { n = split(keys, k, " "); for (i = 1; i <= n; i++) printf "%s%s", v[k[i]], (i < n ? " " : "") }' \
+                    "$cg/memory.stat" 2>/dev/null)" "$(cat "$cg/$usage" 2>/dev/null)"
+            sleep 2
+            t=$((t + 2))
+        done
+    ) >"$OUT/$row.memory-samples" 2>/dev/null &
+    WATCHERS+=($!)
+}
+
+stop_watchers() {
+    local pid
+    for pid in "${WATCHERS[@]}"; do
+        # A killed watcher's status is 143: not a failure of the row.
+        kill "$pid" 2>/dev/null && { wait "$pid" 2>/dev/null || true; }
+    done
+    WATCHERS=()
+}
+
+# record_cgroup ROW CG: what the row's cgroup held (the largest of each ROW.memory-samples
+# column while it ran) and its counters after it (peak usage, failcnt, OOM kills, memory.stat)
+# into ROW.memory in the report directory, and the main lines to the log.
+record_cgroup() {
+    local row=$1 cg=$2 file=$OUT/$1.memory
+    [[ -n $cg && -d $cg ]] || return 0
+    {
+        echo "# $cg, limit $MEMORY_LIMIT bytes, cgroup v$CG_VERSION"
+        awk 'NR == 1 { n = split($0, name, " "); next }
+            { for (i = 2; i <= NF; i++) if ($i > max[i]) max[i] = $i }
+            END { for (i = 2; i <= n; i++) printf "largest %s %d\n", name[i], max[i] }' \
+            "$OUT/$row.memory-samples" 2>/dev/null
+        if ((CG_VERSION == 1)); then
+            for f in memory.max_usage_in_bytes memory.failcnt; do echo "$f $(cat "$cg/$f")"; done
+            sed 's/^/memory.oom_control /' "$cg/memory.oom_control"
+        else
+            for f in memory.peak; do [[ -f $cg/$f ]] && echo "$f $(cat "$cg/$f")"; done
+            sed 's/^/memory.events /' "$cg/memory.events"
+        fi
+        sed 's/^/memory.stat /' "$cg/memory.stat"
+    } >"$file" 2>&1
+    local keys='largest [a-z_]+|memory.max_usage_in_bytes|memory.failcnt|memory.peak|memory.oom_control oom_kill|memory.events (max|oom_kill)'
+    log "row $row memory (all of it in $file; samples every 2 s in $OUT/$row.memory-samples):"
+    grep -E "^($keys) " "$file" | awk '{
+        name = substr($0, 1, length($0) - length($NF) - 1)
+        if (name ~ /failcnt|oom_kill|events max/) printf "    %s %d\n", name, $NF
+        else printf "    %s %.1f MiB\n", name, $NF / 1048576
+    }'
+}
+
+# remove_row_cgroup CG: removes a row's cgroup once its processes are gone.
+remove_row_cgroup() {
+    local cg=$1 i
+    [[ -d $cg ]] || return 0
+    for i in 1 2 3 4 5; do
+        rmdir "$cg" 2>/dev/null && return 0
+        sleep 1
+    done
+    log "warning: could not remove the memory cgroup $cg (processes left: $(cat "$cg/cgroup.procs" | tr '\n' ' '))"
+}
+
+remove_row_cgroups() {
+    local cg
+    for cg in "${CGROUPS[@]}"; do remove_row_cgroup "$cg"; done
 }
 
 choose_fixture() {
@@ -272,7 +438,7 @@ finish_row() {
 # run_pair ROW [ROW2]: ROW in the foreground on core 0 (progress bar on the terminal) and
 # ROW2 at the same time on core 1 (output in ROW2.log), each on a filesystem of its own.
 run_pair() {
-    local a=$1 b=${2:-} rc_a=0 rc_b=0 db_b="" dir_b=""
+    local a=$1 b=${2:-} rc_a=0 rc_b=0 db_b="" dir_b="" cg_a="" cg_b=""
     if [[ -n $b && ${a#*@} == "${b#*@}" ]]; then
         second_fs "${b#*@}"
         if [[ -z $SECOND_DIR ]]; then
@@ -288,20 +454,30 @@ run_pair() {
         row_command "$b" "$dir_b"
         db_b=$CLIENT_DB
         [[ -z $db_b ]] && CMD+=(--no-progress)
+        row_cgroup "$b"
+        cg_b=$ROW_CGROUP
+        watch_cgroup "$b" "$cg_b"
         log "row $b on core 1 (output in $OUT/$b.log): ${CMD[*]}"
-        taskset -c 1 "${CMD[@]}" >"$OUT/$b.log" 2>&1 &
+        in_cgroup "$cg_b" taskset -c 1 "${CMD[@]}" >"$OUT/$b.log" 2>&1 &
         BG_PID=$!
     fi
     row_command "$a"
+    row_cgroup "$a"
+    cg_a=$ROW_CGROUP
+    watch_cgroup "$a" "$cg_a"
     log "row $a on core 0: ${CMD[*]}"
-    taskset -c 0 "${CMD[@]}" || rc_a=$?
+    in_cgroup "$cg_a" taskset -c 0 "${CMD[@]}" || rc_a=$?
+    record_cgroup "$a" "$cg_a"
     finish_row "$a" "$rc_a" "$CLIENT_DB"
     if [[ -n $b ]]; then
         wait "$BG_PID" || rc_b=$?
         BG_PID=""
         grep -E '^ +[a-z].*: (first|FAILED)|replayed through Lighthouse' "$OUT/$b.log" || true
+        record_cgroup "$b" "$cg_b"
         finish_row "$b" "$rc_b" "$db_b"
     fi
+    stop_watchers
+    remove_row_cgroups
     return 0
 }
 
@@ -390,6 +566,7 @@ USAGE
     fi
     find_cargo
     if [[ $(id -u) == 0 ]]; then install_packages; fi
+    setup_memory_limit
     command -v taskset >/dev/null || die "taskset not found (package util-linux)"
 
     OUT=${BENCH_OUT:-$TARGET/bench/$(date +%Y%m%d-%H%M%S)}

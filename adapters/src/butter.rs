@@ -4,6 +4,12 @@
 //! butter_db's commits are always durable (the read-only snapshot that commits a transaction
 //! is a btrfs transaction commit), so `Durability::Eventual` is accepted and ignored.
 //! `max_db_size_mbs` is ignored: the store grows with the filesystem.
+//!
+//! The engine's block cache takes its default size from the memory available to the process
+//! (butter_db's `memory::default_block_cache_bytes`: an eighth of its memory cgroup's limit,
+//! or of the machine's RAM, between 8 MiB and 1 GiB). Lighthouse's slasher configuration has
+//! no setting for it, so the environment variable `BUTTER_DB_CACHE_MIB`
+//! ([`BUTTER_CACHE_MIB_VAR`]) overrides it, in MiB.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +17,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backend::{self, CommitSplit};
-use crate::config::BackendConfig;
+use crate::config::{BackendConfig, BUTTER_CACHE_MIB_VAR};
 use crate::error::Error;
 use crate::tables::OpenDatabases;
 
@@ -40,6 +46,34 @@ pub struct Cursor<'txn, 'env> {
     cursor: butter_db::Cursor<'txn, 'env>,
 }
 
+/// The block cache size `BUTTER_DB_CACHE_MIB` ([`BUTTER_CACHE_MIB_VAR`]) asks for: `None`
+/// when it is unset.
+///
+/// # Errors
+/// As [`parse_cache_mib`].
+pub fn cache_bytes_from_env() -> Result<Option<usize>, Error> {
+    std::env::var_os(BUTTER_CACHE_MIB_VAR)
+        .map(|v| parse_cache_mib(&v))
+        .transpose()
+}
+
+/// A value of `BUTTER_DB_CACHE_MIB`, in bytes.
+///
+/// # Errors
+/// [`Error::BadEnvironmentVariable`] when it is not a whole number of MiB (surrounding spaces
+/// allowed) whose bytes fit in the address space.
+pub fn parse_cache_mib(value: &std::ffi::OsStr) -> Result<usize, Error> {
+    value
+        .to_str()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .and_then(|mib| mib.checked_mul(1 << 20))
+        .ok_or_else(|| Error::BadEnvironmentVariable {
+            name: BUTTER_CACHE_MIB_VAR,
+            value: value.to_string_lossy().into_owned(),
+            expected: "the block cache size as a whole number of MiB",
+        })
+}
+
 impl Environment {
     /// The engine's environment (for statistics and tests).
     pub fn env(&self) -> &butter_db::Env {
@@ -53,7 +87,11 @@ impl backend::Environment for Environment {
     type RwTransaction<'env> = RwTransaction<'env>;
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
-        let env = butter_db::Env::builder(&config.path).open()?;
+        let mut builder = butter_db::Env::builder(&config.path);
+        if let Some(bytes) = cache_bytes_from_env()? {
+            builder = builder.block_cache_bytes(bytes);
+        }
+        let env = builder.open()?;
         Ok(Environment {
             env,
             commits: Mutex::default(),
@@ -155,5 +193,39 @@ fn cursor_error(e: butter_db::Error) -> Error {
     match e {
         butter_db::Error::CursorUnpositioned => Error::CursorUnpositioned,
         e => e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn cache_mib_values() {
+        assert_eq!(parse_cache_mib(OsStr::new("16")).unwrap(), 16 << 20);
+        assert_eq!(parse_cache_mib(OsStr::new(" 1024\n")).unwrap(), 1 << 30);
+        assert_eq!(parse_cache_mib(OsStr::new("0")).unwrap(), 0);
+        for bad in [
+            "",
+            "16M",
+            "-1",
+            "1.5",
+            "17592186044416",
+            "99999999999999999999",
+        ] {
+            let err = parse_cache_mib(OsStr::new(bad)).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::BadEnvironmentVariable {
+                        name: BUTTER_CACHE_MIB_VAR,
+                        ..
+                    }
+                ),
+                "{bad:?}: {err}"
+            );
+            assert!(err.to_string().contains("BUTTER_DB_CACHE_MIB"), "{err}");
+        }
     }
 }

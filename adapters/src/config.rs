@@ -15,6 +15,11 @@ pub use crate::cleanup::{
 /// Lighthouse's default `max_db_size_mbs` (512 GiB).
 pub const DEFAULT_MAX_DB_SIZE_MBS: usize = 512 * 1024;
 
+/// The environment variable that sets butter_db's block cache size in MiB for the butter
+/// backend (unset: the engine's default, from the memory available to the process).
+/// Lighthouse's slasher configuration has no such setting.
+pub const BUTTER_CACHE_MIB_VAR: &str = "BUTTER_DB_CACHE_MIB";
+
 /// Which storage engine to use. Parsed from / displayed as lowercase names, like Lighthouse's
 /// `--slasher-backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

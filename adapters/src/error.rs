@@ -41,6 +41,16 @@ pub enum Error {
         /// The cargo feature that enables it.
         feature: &'static str,
     },
+    /// An environment variable that configures a backend holds a value it cannot use.
+    #[error("{name}={value:?}: expected {expected}")]
+    BadEnvironmentVariable {
+        /// The variable.
+        name: &'static str,
+        /// Its value (lossily decoded).
+        value: String,
+        /// What it should hold.
+        expected: &'static str,
+    },
     /// A cursor operation needed a current entry and the cursor has none.
     #[error("cursor is not positioned on an entry")]
     CursorUnpositioned,

@@ -66,7 +66,7 @@ pub mod conformance;
 
 pub use backend::{CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
 pub use cleanup::{destroy_database_dir, DatabaseDirGuard};
-pub use config::{BackendConfig, DatabaseBackend, Durability};
+pub use config::{BackendConfig, DatabaseBackend, Durability, BUTTER_CACHE_MIB_VAR};
 pub use error::Error;
 pub use tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};
 

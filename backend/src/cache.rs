@@ -32,6 +32,10 @@ impl BlockCache {
         }
     }
 
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        self.inner.lock().capacity_bytes
+    }
+
     pub(crate) fn get(&self, seq: u64, block: usize) -> Option<Arc<Block>> {
         self.inner.lock().map.get(&(seq, block)).cloned()
     }

@@ -34,6 +34,7 @@ pub mod fuzzing;
 mod iter;
 mod manifest;
 mod memkey;
+pub mod memory;
 mod memtable;
 mod root;
 mod segment;

@@ -298,3 +298,20 @@ fn open_creates_directories_and_lock_file_through_fs() {
     // A healthy filesystem opens it.
     Env::open_path(&db).expect("open");
 }
+
+#[test]
+fn block_cache_is_sized_from_the_memory_available_unless_set() {
+    let Some(dir) = common::btrfs_dir("block_cache_is_sized") else {
+        return;
+    };
+    let env = Env::open_path(&dir.path).unwrap();
+    let expected =
+        butter_db::memory::default_block_cache_bytes(butter_db::memory::available_bytes());
+    assert_eq!(env.block_cache_bytes(), expected);
+    drop(env);
+    let env = Env::builder(&dir.path)
+        .block_cache_bytes(3 << 20)
+        .open()
+        .unwrap();
+    assert_eq!(env.block_cache_bytes(), 3 << 20);
+}

@@ -34,10 +34,6 @@ use merge::MergeJob;
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
 /// The longest a commit that hit ENOSPC, or open, waits for btrfs to reclaim space.
 const RECLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-/// Default block cache size: room for the table a slasher's first epoch rewrites in every
-/// batch at today's validator count (~255 MB of decoded blocks at 1.1M validators, history
-/// 4096), which an LRU smaller than it misses on every read (design.md §7).
-const DEFAULT_BLOCK_CACHE_BYTES: usize = 1 << 30;
 
 static NEXT_ENV_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -105,7 +101,8 @@ pub struct CommitInfo {
 #[derive(Debug)]
 pub struct EnvBuilder {
     path: PathBuf,
-    block_cache_bytes: usize,
+    /// `None`: [`crate::memory::default_block_cache_bytes`] of the memory available at open.
+    block_cache_bytes: Option<usize>,
     compaction: Compaction,
     group_access: bool,
     fs: Arc<dyn Fs>,
@@ -116,7 +113,7 @@ impl EnvBuilder {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         EnvBuilder {
             path: path.into(),
-            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            block_cache_bytes: None,
             compaction: Compaction::Background,
             group_access: false,
             fs: Arc::new(BtrfsFs),
@@ -131,9 +128,13 @@ impl EnvBuilder {
         self
     }
 
-    /// Bytes of decoded segment blocks kept in memory at most (default 1 GiB).
+    /// Bytes of decoded segment blocks kept in memory at most. The default is an eighth of
+    /// the memory available to the process when it opens the database (its memory cgroup's
+    /// limit where there is one, else the machine's RAM), between 8 MiB and 1 GiB
+    /// ([`crate::memory::default_block_cache_bytes`]); blocks beyond it are read again
+    /// through the page cache, which the kernel can reclaim.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
-        self.block_cache_bytes = bytes;
+        self.block_cache_bytes = Some(bytes);
         self
     }
 
@@ -281,6 +282,11 @@ impl Env {
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.root
+    }
+
+    /// The block cache's capacity in bytes (as set, or the default chosen at open).
+    pub fn block_cache_bytes(&self) -> usize {
+        self.cache.capacity_bytes()
     }
 
     /// The newest committed generation.

@@ -15,6 +15,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::manifest::Manifest;
+use crate::memory;
 use crate::root::{
     self, gen_name, Kind, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR, LOCK_FILE,
 };
@@ -168,7 +169,10 @@ impl Env {
                 .map_err(|e| Error::io("delete subvolume", &live, e))?;
         }
         snapshot_when_space_allows(&*fs, &root, &newest_dir, &live)?;
-        let cache = Arc::new(BlockCache::new(b.block_cache_bytes));
+        let cache_bytes = b
+            .block_cache_bytes
+            .unwrap_or_else(|| memory::default_block_cache_bytes(memory::available_bytes()));
+        let cache = Arc::new(BlockCache::new(cache_bytes));
         let mut tables = Vec::with_capacity(manifest.tables.len());
         for t in &manifest.tables {
             let mut segments = Vec::with_capacity(t.segments.len());

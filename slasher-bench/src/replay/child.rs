@@ -15,6 +15,8 @@ pub(super) struct ChildJob<'a> {
     progress: bool,
     sample_every: Option<u64>,
     interrupt: Interrupt,
+    /// Where each finished batch is streamed (`partial.rs`).
+    stream: PathBuf,
 }
 
 pub(super) struct ChildVisitor<'a>(&'a ChildJob<'a>);
@@ -57,6 +59,7 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         progress: !args.no_progress,
         sample_every: args.sample_every,
         interrupt,
+        stream: batches_file(result_file),
     };
     let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
     let outcome = outcome.and_then(|r| r);
@@ -100,8 +103,18 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
     let config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
     let before = Before::read(job)?;
     let opened = open_slasher::<E>(job, &config)?;
+    let mut stream = BatchStream::create(
+        &job.stream,
+        &row_head(
+            job,
+            &opened.name,
+            opened.durable,
+            durability_name(config.durability),
+            opened.open_ms,
+        ),
+    )?;
     let bar = progress_bar(job.progress, limit, &opened.name);
-    let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before)?;
+    let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before, &mut stream)?;
     bar.finish();
     measure_result(job, &manifest, &config, before, opened, replayed)
 }
@@ -189,6 +202,7 @@ fn replay_batches<E: Environment>(
     limit: u64,
     bar: &ProgressBar,
     before: &Before,
+    stream: &mut BatchStream,
 ) -> anyhow::Result<Replayed> {
     let (slasher, name) = (&opened.slasher, &opened.name);
     let (device, device_before, fs_used_before) =
@@ -247,6 +261,9 @@ fn replay_batches<E: Environment>(
             &mut found,
             bar,
         )?);
+        if let Some(done) = batches.last() {
+            stream.batch(done)?;
+        }
         (headers, attestations, enqueue_ms, queued) = (0, 0, 0.0, 0);
         let done = batches.len() as u64;
         let last = position as u64 + 1 == limit;
@@ -436,6 +453,28 @@ fn measure_result<E: Environment>(
         client: None,
         clock_ns: Some(clock_ns),
     })
+}
+
+/// The start of a row's [`BatchStream`]: what the parent needs to make a row of the batches a
+/// dead child finished.
+fn row_head(
+    job: &ChildJob<'_>,
+    name: &str,
+    durable: bool,
+    durability: &str,
+    open_ms: f64,
+) -> BackendResult {
+    BackendResult {
+        name: name.to_string(),
+        backend: job.backend.name().into(),
+        filesystem: job.fs.label(),
+        durable,
+        durability: durability.into(),
+        fs: job.fs.clone(),
+        db_dir: job.db.clone(),
+        open_ms,
+        ..BackendResult::default()
+    }
 }
 
 /// The soak's view of the database after batch `index`; see [`Sample`].

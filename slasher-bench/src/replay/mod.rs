@@ -61,6 +61,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod child;
 mod dirs;
+mod partial;
 mod run_info;
 mod settings;
 mod summary;
@@ -69,6 +70,7 @@ mod tests;
 
 use self::child::*;
 use self::dirs::*;
+use self::partial::*;
 use self::run_info::*;
 pub use self::settings::SlasherSettings;
 pub(crate) use self::settings::SECONDS_PER_SLOT;
@@ -110,6 +112,11 @@ pub struct ReplayArgs {
     /// samples; outside the timed part of a batch).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_every: Option<u64>,
+    /// butter_db's block cache in MiB (default: the engine's, an eighth of the memory
+    /// available to the process, 8 MiB to 1 GiB); passed to the child as the adapter's
+    /// environment variable `BUTTER_DB_CACHE_MIB`.
+    #[arg(long)]
+    pub butter_cache_mib: Option<usize>,
     /// The slasher's settings (Lighthouse's defaults).
     #[command(flatten)]
     pub settings: SlasherSettings,
@@ -170,7 +177,8 @@ fn error_file(result_file: &Path) -> PathBuf {
 #[derive(Debug)]
 enum ChildOutcome {
     Done(Box<BackendResult>),
-    Failed(String),
+    /// Why, and the batches it finished (a row marked interrupted), if any.
+    Failed(String, Option<Box<BackendResult>>),
 }
 
 /// Run one backend's child and wait for it, forwarding SIGINT/SIGTERM to it.
@@ -184,8 +192,11 @@ fn run_backend_child(
     interrupt: &Interrupt,
 ) -> anyhow::Result<ChildOutcome> {
     let errors = error_file(result_file);
+    let stream = batches_file(result_file);
     let _ = std::fs::remove_file(result_file);
     let _ = std::fs::remove_file(&errors);
+    let _ = std::fs::remove_file(&stream);
+    let oom = OomWatch::start();
     let mut cmd = Command::new(exe);
     cmd.arg("replay")
         .arg("--fixture")
@@ -213,6 +224,9 @@ fn run_backend_child(
     }
     if let Some(n) = args.sample_every {
         cmd.arg("--sample-every").arg(n.to_string());
+    }
+    if let Some(mib) = args.butter_cache_mib {
+        cmd.env(slasher_adapters::BUTTER_CACHE_MIB_VAR, mib.to_string());
     }
     let mut child = cmd
         .spawn()
@@ -243,28 +257,41 @@ fn run_backend_child(
     let outcome = if status.success() {
         match read_result() {
             Ok(r) => ChildOutcome::Done(Box::new(r)),
-            Err(e) => ChildOutcome::Failed(format!(
-                "reading {}: {}",
-                result_file.display(),
-                crate::errors::chain_text(&e)
-            )),
+            Err(e) => ChildOutcome::Failed(
+                format!(
+                    "reading {}: {}",
+                    result_file.display(),
+                    crate::errors::chain_text(&e)
+                ),
+                None,
+            ),
         }
     } else {
         let reason = std::fs::read_to_string(&errors)
             .ok()
             .filter(|t| !t.trim().is_empty())
-            .map_or_else(
-                || "no reason given (see its output above)".to_string(),
-                |t| t.trim().to_string(),
-            );
-        ChildOutcome::Failed(format!(
-            "the {} child process failed ({status}): {reason}",
-            plan.backend
-        ))
+            .map(|t| t.trim().to_string())
+            .or_else(|| oom_killed(&status, oom.as_ref()))
+            .unwrap_or_else(|| "no reason given (see its output above)".to_string());
+        ChildOutcome::Failed(
+            format!(
+                "the {} child process failed ({status}): {reason}",
+                plan.backend
+            ),
+            partial_row(&stream).map(Box::new),
+        )
     };
     let _ = std::fs::remove_file(result_file);
     let _ = std::fs::remove_file(&errors);
+    let _ = std::fs::remove_file(&stream);
     Ok(outcome)
+}
+
+/// Why a child that died by SIGKILL died, if the OOM killer killed in its cgroup meanwhile.
+fn oom_killed(status: &std::process::ExitStatus, oom: Option<&OomWatch>) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt as _;
+    (status.signal() == Some(nix::sys::signal::Signal::SIGKILL as i32)).then_some(())?;
+    oom?.killed()
 }
 
 /// The parent: plan, check, run each backend in a child, merge, gate, write.
@@ -375,12 +402,20 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
                 );
                 results.push(*result);
             }
-            Ok(ChildOutcome::Failed(error)) => {
+            Ok(ChildOutcome::Failed(error, partial)) => {
                 eprintln!("   {}: FAILED: {error}", plan.backend);
                 failures.push(Failure {
                     backend: plan.backend.name().into(),
                     error,
                 });
+                if let Some(row) = partial {
+                    eprintln!(
+                        "   {}: kept the {} batches it finished (a partial row)",
+                        row.name,
+                        row.batches.len()
+                    );
+                    results.push(*row);
+                }
             }
             Err(e) => {
                 let _ = db_dir.remove();
