@@ -27,7 +27,10 @@
 //! included) and hands back the batches done; the parent writes the report of those batches,
 //! marked interrupted, and exits non-zero ([`Interrupted`]). A child dies with its parent
 //! (parent-death signal). Leftovers of a run killed outright are removed with
-//! `slasher-bench clean` ([`crate::clean`]).
+//! `slasher-bench clean` ([`crate::clean`]). A child that dies without a result (killed by the
+//! kernel's OOM killer, which the report then names, or failing) still leaves the batches it
+//! finished, which it streams as it goes: the report keeps them as a partial row
+//! (`partial.rs`).
 
 use crate::clean::{db_name, leftovers_in, DbDir, DbReplaced};
 use crate::environment::{probe_fs, refuse_memory_fs, Build, FsInfo, Machine};
@@ -290,7 +293,9 @@ fn run_backend_child(
 /// Why a child that died by SIGKILL died, if the OOM killer killed in its cgroup meanwhile.
 fn oom_killed(status: &std::process::ExitStatus, oom: Option<&OomWatch>) -> Option<String> {
     use std::os::unix::process::ExitStatusExt as _;
-    (status.signal() == Some(nix::sys::signal::Signal::SIGKILL as i32)).then_some(())?;
+    if status.signal() != Some(nix::sys::signal::Signal::SIGKILL as i32) {
+        return None;
+    }
     oom?.killed()
 }
 
