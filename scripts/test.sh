@@ -7,7 +7,8 @@
 #   3. creates an 8 GiB sparse image in a temporary directory on the real disk (never tmpfs),
 #      formats it as btrfs, loop-mounts it and exports its mount point as BUTTER_BTRFS_DIR
 #      (mode 1777, so tests running as an unprivileged user can make their own directories);
-#   4. runs `cargo fmt --check`, `cargo clippy -D warnings` (the workspace, then the adapters
+#   4. checks that no two source files import each other (scripts/import_cycles.py), runs
+#      `cargo fmt --check`, `cargo clippy -D warnings` (the workspace, then the adapters
 #      crate once per backend), `cargo test --workspace` (every backend), then the adapters'
 #      tests once per backend alone, butter's as uid 65534 in a fresh directory of the mount
 #      that must be empty afterwards (every test removes what it made, snapshots included);
@@ -39,8 +40,8 @@ IN_CI=false
 BACKENDS=(lmdb mdbx redb butter)
 # Debian packages: btrfs-progs (mkfs.btrfs, btrfs), libclang-dev (bindgen for the MDBX
 # binding), build-essential and pkg-config (C parts of LMDB/MDBX), util-linux and mount
-# (losetup, setpriv, mount).
-PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config util-linux mount)
+# (losetup, setpriv, mount), python3 (scripts/import_cycles.py).
+PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config util-linux mount python3)
 LOG_TAG=test.sh
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
@@ -329,6 +330,7 @@ log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR; $(cargo --version)"
 
 phase "install packages" install_packages
 phase "check capabilities" check_capabilities
+phase "no two source files import each other" python3 scripts/import_cycles.py
 phase "create and mount the btrfs image" mount_btrfs
 if $RUN_CARGO; then
     cargo_steps
