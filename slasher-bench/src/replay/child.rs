@@ -83,7 +83,9 @@ fn commit_parts(split: &CommitSplit) -> CommitParts {
 }
 
 /// Replay the fixture on backend `E` in this process. `E` is wrapped in `Timed` so that each
-/// batch records the time spent inside storage calls (`storage_ms`).
+/// batch records the time spent inside storage calls (`storage_ms`). The steps: read the
+/// counters the run is measured against, open the slasher, replay the batches, then measure the
+/// end state into the row's result.
 pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Result<BackendResult> {
     let mut reader = FixtureReader::open(job.fixture)?;
     let manifest = reader.manifest().clone();
@@ -92,11 +94,47 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         .unwrap_or(u64::MAX)
         .min(manifest.contents.batch_count);
     let config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
-    let device = job.fs.device.clone().map(PathBuf::from);
-    let device_before = device.as_deref().and_then(device_bytes_written);
-    let io_before = ProcIo::read().context("reading /proc/self/io")?;
-    let fs_used_before = fs_used_bytes(&job.db);
+    let before = Before::read(job)?;
+    let opened = open_slasher::<E>(job, &config)?;
+    let bar = progress_bar(job.progress, limit, &opened.name);
+    let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before)?;
+    bar.finish();
+    measure_result(job, &manifest, &config, before, opened, replayed)
+}
 
+/// What a run is measured against, read before the database is opened: the device's and the
+/// process's write counters and the filesystem's used space.
+struct Before {
+    device: Option<PathBuf>,
+    device_before: Option<u64>,
+    io_before: ProcIo,
+    fs_used_before: Option<u64>,
+}
+
+impl Before {
+    fn read(job: &ChildJob<'_>) -> anyhow::Result<Self> {
+        let device = job.fs.device.clone().map(PathBuf::from);
+        let device_before = device.as_deref().and_then(device_bytes_written);
+        let io_before = ProcIo::read().context("reading /proc/self/io")?;
+        let fs_used_before = fs_used_bytes(&job.db);
+        Ok(Self {
+            device,
+            device_before,
+            io_before,
+            fs_used_before,
+        })
+    }
+}
+
+/// The open slasher, how long opening took, and the row's name.
+struct Opened<E: Environment> {
+    slasher: Slasher<Timed<E>>,
+    open_ms: f64,
+    durable: bool,
+    name: String,
+}
+
+fn open_slasher<E: Environment>(job: &ChildJob<'_>, config: &Config) -> anyhow::Result<Opened<E>> {
     let t = Instant::now();
     let slasher = Slasher::<Timed<E>>::create(config.clone())
         .with_context(|| format!("opening {} in {}", job.backend, job.db.display()))?;
@@ -108,20 +146,49 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         if durable { "" } else { "-nondurable" },
         job.fs.label()
     );
+    Ok(Opened {
+        slasher,
+        open_ms,
+        durable,
+        name,
+    })
+}
 
-    let bar = if job.progress {
+fn progress_bar(show: bool, limit: u64, name: &str) -> ProgressBar {
+    if show {
         let bar = ProgressBar::new(limit);
         if let Ok(style) = ProgressStyle::with_template(
             "{prefix:>16} [{bar:30}] {pos}/{len} batches {elapsed_precise} (eta {eta}) {msg}",
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
-        bar.set_prefix(name.clone());
+        bar.set_prefix(name.to_string());
         bar
     } else {
         ProgressBar::hidden()
-    };
+    }
+}
 
+/// What the batches gave: one record per processed batch, the soak's samples, the slashings.
+struct Replayed {
+    batches: Vec<BatchRecord>,
+    samples: Vec<Sample>,
+    found: SlashingsFound,
+    interrupted: bool,
+    elapsed_s: f64,
+}
+
+fn replay_batches<E: Environment>(
+    job: &ChildJob<'_>,
+    opened: &Opened<E>,
+    reader: &mut FixtureReader,
+    limit: u64,
+    bar: &ProgressBar,
+    before: &Before,
+) -> anyhow::Result<Replayed> {
+    let (slasher, name) = (&opened.slasher, &opened.name);
+    let (device, device_before, fs_used_before) =
+        (&before.device, before.device_before, before.fs_used_before);
     let mut batches = Vec::new();
     let mut samples = Vec::new();
     let mut found = SlashingsFound::default();
@@ -160,70 +227,22 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
             continue;
         }
 
-        let storage_before = slasher.environment().storage_time();
-        let calls_before = slasher.environment().storage_calls();
-        let cpu_before = CpuTimes::now();
-        let split_before = slasher.environment().commit_split();
-        let t = Instant::now();
-        let stats = slasher
-            .process_queued(batch.current_epoch)
-            .with_context(|| format!("{name}: process_queued of batch {}", batch.index))?;
-        let process_ms = t.elapsed().as_secs_f64() * 1000.0;
-        let t_prune = Instant::now();
-        let prune = slasher
-            .prune_database(batch.current_epoch)
-            .with_context(|| format!("{name}: prune_database of batch {}", batch.index))?;
-        let prune_ms = t_prune.elapsed().as_secs_f64() * 1000.0;
-        let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
-        let cpu = cpu_before.until_now();
-        let storage_ms =
-            (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
-        let storage_calls = slasher.environment().storage_calls() - calls_before;
-        let commit_parts = slasher
-            .environment()
-            .commit_split()
-            .zip(split_before)
-            .map(|(after, before)| commit_parts(&after.since(&before)));
-
-        let size = files_size(&slasher.environment().filenames());
-        let io_end = ProcIo::read()?;
-        let attester = slasher.get_attester_slashings();
-        let proposer = slasher.get_proposer_slashings();
-        let digest = slashings_digest(&attester, &proposer);
-        found.attester += attester.len();
-        found.proposer += proposer.len();
-        found
-            .list
-            .extend(summarise(batch.index, &attester, &proposer));
-
-        bar.set_message(format!("last {wall_ms:.1} ms"));
-        bar.inc(1);
-        batches.push(BatchRecord {
+        let queued_batch = Queued {
             index: batch.index,
             slot: batch.slot,
             current_epoch: batch.current_epoch,
             headers,
             attestations,
-            wall_ms,
-            process_ms,
-            prune_ms,
-            storage_ms,
-            storage_calls,
-            cpu_ms: cpu.process.as_secs_f64() * 1000.0,
-            thread_cpu_ms: cpu.thread.as_secs_f64() * 1000.0,
-            commit_ms: ms(stats.timings.commit_us + prune.commit_us),
-            process_commit_ms: ms(stats.timings.commit_us),
-            prune_commit_ms: ms(prune.commit_us),
             enqueue_ms,
-            db_bytes: size.apparent,
-            bytes_written: io_end.since(&io_start).write_bytes,
-            tiles_written: stats.attestation_stats.num_tiles_written,
-            deferred: stats.attestation_stats.num_deferred,
-            attester_slashings: attester.len(),
-            proposer_slashings: proposer.len(),
-            slashings_digest: digest,
-            commit_parts,
-        });
+        };
+        batches.push(process_batch(
+            slasher,
+            name,
+            &queued_batch,
+            &io_start,
+            &mut found,
+            bar,
+        )?);
         (headers, attestations, enqueue_ms, queued) = (0, 0, 0.0, 0);
         let done = batches.len() as u64;
         let last = position as u64 + 1 == limit;
@@ -238,7 +257,129 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         }
     }
     let elapsed_s = loop_start.elapsed().as_secs_f64();
-    bar.finish();
+    Ok(Replayed {
+        batches,
+        samples,
+        found,
+        interrupted,
+        elapsed_s,
+    })
+}
+
+/// What was queued for one `process_queued`: the last fixture batch's place, and the headers,
+/// attestations and enqueueing time since the previous call.
+struct Queued {
+    index: u64,
+    slot: u64,
+    current_epoch: u64,
+    headers: usize,
+    attestations: usize,
+    enqueue_ms: f64,
+}
+
+/// One `process_queued` and `prune_database`, measured: the batch's record; its slashings are
+/// added to `found`.
+fn process_batch<E: Environment>(
+    slasher: &Slasher<Timed<E>>,
+    name: &str,
+    queued: &Queued,
+    io_start: &ProcIo,
+    found: &mut SlashingsFound,
+    bar: &ProgressBar,
+) -> anyhow::Result<BatchRecord> {
+    let storage_before = slasher.environment().storage_time();
+    let calls_before = slasher.environment().storage_calls();
+    let cpu_before = CpuTimes::now();
+    let split_before = slasher.environment().commit_split();
+    let t = Instant::now();
+    let stats = slasher
+        .process_queued(queued.current_epoch)
+        .with_context(|| format!("{name}: process_queued of batch {}", queued.index))?;
+    let process_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let t_prune = Instant::now();
+    let prune = slasher
+        .prune_database(queued.current_epoch)
+        .with_context(|| format!("{name}: prune_database of batch {}", queued.index))?;
+    let prune_ms = t_prune.elapsed().as_secs_f64() * 1000.0;
+    let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let cpu = cpu_before.until_now();
+    let storage_ms = (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
+    let storage_calls = slasher.environment().storage_calls() - calls_before;
+    let commit_parts = slasher
+        .environment()
+        .commit_split()
+        .zip(split_before)
+        .map(|(after, before)| commit_parts(&after.since(&before)));
+
+    let size = files_size(&slasher.environment().filenames());
+    let io_end = ProcIo::read()?;
+    let attester = slasher.get_attester_slashings();
+    let proposer = slasher.get_proposer_slashings();
+    let digest = slashings_digest(&attester, &proposer);
+    found.attester += attester.len();
+    found.proposer += proposer.len();
+    found
+        .list
+        .extend(summarise(queued.index, &attester, &proposer));
+
+    bar.set_message(format!("last {wall_ms:.1} ms"));
+    bar.inc(1);
+    Ok(BatchRecord {
+        index: queued.index,
+        slot: queued.slot,
+        current_epoch: queued.current_epoch,
+        headers: queued.headers,
+        attestations: queued.attestations,
+        wall_ms,
+        process_ms,
+        prune_ms,
+        storage_ms,
+        storage_calls,
+        cpu_ms: cpu.process.as_secs_f64() * 1000.0,
+        thread_cpu_ms: cpu.thread.as_secs_f64() * 1000.0,
+        commit_ms: ms(stats.timings.commit_us + prune.commit_us),
+        process_commit_ms: ms(stats.timings.commit_us),
+        prune_commit_ms: ms(prune.commit_us),
+        enqueue_ms: queued.enqueue_ms,
+        db_bytes: size.apparent,
+        bytes_written: io_end.since(io_start).write_bytes,
+        tiles_written: stats.attestation_stats.num_tiles_written,
+        deferred: stats.attestation_stats.num_deferred,
+        attester_slashings: attester.len(),
+        proposer_slashings: proposer.len(),
+        slashings_digest: digest,
+        commit_parts,
+    })
+}
+
+/// The end state (size, writes, memory), then the row's result; closes the slasher.
+fn measure_result<E: Environment>(
+    job: &ChildJob<'_>,
+    manifest: &Manifest,
+    config: &Config,
+    before: Before,
+    opened: Opened<E>,
+    replayed: Replayed,
+) -> anyhow::Result<BackendResult> {
+    let Before {
+        device,
+        device_before,
+        io_before,
+        ..
+    } = before;
+    let Opened {
+        slasher,
+        open_ms,
+        durable,
+        name,
+    } = opened;
+    let Replayed {
+        batches,
+        samples,
+        found,
+        interrupted,
+        elapsed_s,
+    } = replayed;
     let clock_ns = slasher_adapters::timed::clock_cost_ns();
 
     let size = files_size(&slasher.environment().filenames());
@@ -252,7 +393,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
     drop(slasher);
 
     let expected_slashings =
-        expected_within(&manifest, batches.len() as u64).map(|e| check_expected(&e, &found.list));
+        expected_within(manifest, batches.len() as u64).map(|e| check_expected(&e, &found.list));
     let walls: Vec<f64> = batches.iter().map(|b| b.wall_ms).collect();
     let commits: Vec<f64> = batches.iter().map(|b| b.commit_ms).collect();
     let wall = Summary::of(&walls);
