@@ -5,7 +5,7 @@ use std::sync::Arc;
 use lru::LruCache;
 use parking_lot::Mutex;
 
-use crate::segment::Block;
+use crate::segment::block::Block;
 
 /// An LRU of decoded blocks keyed by (segment sequence number, block index), bounded by the
 /// bytes the blocks hold. Fields guarded by `inner`'s mutex.

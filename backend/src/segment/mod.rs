@@ -86,7 +86,7 @@ pub(crate) fn le_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-mod block;
+pub(crate) mod block;
 mod builder;
 mod iter;
 #[cfg(test)]
