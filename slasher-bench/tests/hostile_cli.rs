@@ -876,13 +876,19 @@ fn wait_for_butter_child(parent: &mut Child, db_root: &Path) -> u32 {
             if let Ok(Some(status)) = parent.try_wait() {
                 panic!("replay ended early ({status})");
             }
+            // The newest generation's number, not how many there are: each commit deletes
+            // the generation before it, so two are on disk only for a moment.
             let committed = databases_in(db_root)
                 .iter()
                 .filter(|n| !before.contains(n))
                 .filter_map(|n| fs::read_dir(db_root.join(n)).ok())
                 .flat_map(|rd| rd.filter_map(|e| e.ok()))
-                .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
-                .count();
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_prefix("gen-")?.parse::<u64>().ok()
+                })
+                .max()
+                .unwrap_or(0);
             // Other short-lived children (probes) come and go; the replay child stays.
             child = children_of(parent.id()).first().copied();
             child.is_some() && committed >= 2

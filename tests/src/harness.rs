@@ -45,8 +45,10 @@ pub fn device_problems() -> Vec<String> {
 }
 
 /// A fresh directory under `$BUTTER_BTRFS_DIR` (the btrfs mount scripts/test.sh makes), or
-/// `None` after a SKIP line outside CI.
-pub fn btrfs_dir(test: &str) -> Option<PathBuf> {
+/// `None` after a SKIP line outside CI. It is removed with everything in it, read-only
+/// snapshots included, when the returned guard is dropped: at the end of the test, also when
+/// the test fails.
+pub fn btrfs_dir(test: &str) -> Option<BtrfsDir> {
     let base = butter_test_support::btrfs_base(test)?;
     let p = base.join(format!(
         "{test}-{}-{}",
@@ -54,23 +56,44 @@ pub fn btrfs_dir(test: &str) -> Option<PathBuf> {
         rand::random::<u32>()
     ));
     std::fs::create_dir_all(&p).expect("mkdir under BUTTER_BTRFS_DIR");
-    Some(p)
+    Some(BtrfsDir { path: p })
 }
 
-/// Deletes a database directory on btrfs: its subvolumes first, then the rest.
-pub fn remove_db_dir(dir: &Path) {
-    use butter_db::fs::{BtrfsFs, Fs};
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if butter_db::fs::is_subvolume_root(&p).unwrap_or(false) {
-                if let Err(err) = BtrfsFs.delete_subvolume(&p) {
-                    eprintln!("warning: could not delete subvolume {}: {err}", p.display());
-                }
-            }
-        }
+/// A test's directory on btrfs (see [`btrfs_dir`]); derefs to its path.
+#[derive(Debug)]
+pub struct BtrfsDir {
+    path: PathBuf,
+}
+
+impl std::ops::Deref for BtrfsDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
     }
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+impl AsRef<Path> for BtrfsDir {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for BtrfsDir {
+    fn drop(&mut self) {
+        remove_db_dir(&self.path);
+    }
+}
+
+/// Deletes a database directory on btrfs, subvolumes (read-only ones included) and all, with
+/// the engine's own deletion; a failure is named on stderr (scripts/test.sh then finds what
+/// was left).
+pub fn remove_db_dir(dir: &Path) {
+    use butter_db::fs::BtrfsFs;
+    match BtrfsFs.remove_tree(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => eprintln!("warning: could not remove {}: {e}", dir.display()),
+    }
 }
 
 /// A private scratch directory for mount points and images, removed on drop (only if

@@ -4,7 +4,7 @@
 //! last acknowledged <= j <= last started, and must accept more transactions.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use butter_db::Env;
 use rand::{Rng, SeedableRng};
 
 use butter_tests::crash_workload::{committed, model, table};
+use butter_tests::harness::btrfs_dir;
 
 fn spawn_child(dir: &Path, failpoint: Option<&str>) -> Child {
     spawn_child_with(dir, failpoint, false)
@@ -64,19 +65,6 @@ fn verify(dir: &Path, last_ack: u64, last_started: u64) -> u64 {
         "state after recovery is not the state after {j} transactions"
     );
     j
-}
-
-fn btrfs_dir(name: &str) -> Option<PathBuf> {
-    let Some(base) = std::env::var_os("BUTTER_BTRFS_DIR") else {
-        butter_tests::harness::require(
-            name,
-            &["BUTTER_BTRFS_DIR not set (run scripts/test.sh as root)".to_string()],
-        );
-        return None;
-    };
-    let p = PathBuf::from(base).join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&p).expect("mkdir");
-    Some(p)
 }
 
 /// Read the child's output until it has acknowledged `until_ack` transactions or exited.
@@ -178,7 +166,7 @@ fn abort_at_every_commit_fail_point() {
         "recovery::discard_live",
     ];
     // Create the table first, so every fail point below is reached by a numbered transaction.
-    table(&Env::open_path(&dir).expect("open"));
+    table(&Env::open_path(&*dir).expect("open"));
     let started_at = Instant::now();
     let mut j = 0;
     let mut tried = 0;
@@ -272,7 +260,7 @@ fn sigkill_during_recovery() {
         .unwrap_or_else(rand::random);
     println!("sigkill_during_recovery seed {seed}");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    table(&Env::open_path(&dir).expect("open"));
+    table(&Env::open_path(&*dir).expect("open"));
     let started_at = Instant::now();
     let kills = 80;
     let mut j = 0;
