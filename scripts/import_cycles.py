@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists import circles between the source files of the workspace's crates.
 
-Usage: scripts/import_cycles.py [--strict] [--all] [CRATE_SRC_DIR...]
+Usage: scripts/import_cycles.py [--all] [CRATE_SRC_DIR...]
        (default: backend/src adapters/src slasher-bench/src test-support/src tests/src)
 
 A file "imports from" another when it names one of that file's items by a path: a `use`
@@ -14,10 +14,12 @@ blocks count as part of the file that declares them for `super::` but are report
 file (`use super::*` in a test file is expected, the parent does not import it back).
 
 It prints every pair of files that import from each other (a circle of two) with the names each
-takes from the other, and exits 1 if there is any. A folder's `mod.rs` and a file it declares
-(`mod child; pub use child::X;` beside the child's `use super::Y`) are a pair of their own kind,
-the folder's face and its part: they are listed only with --strict, which also fails on them.
-With --all it also reports longer circles (strongly connected groups of files). Only the crates'
+takes from the other, and exits 1 if there is any. That includes a folder's `mod.rs` and a file
+it declares (`mod child; pub use child::X;` beside the child's `use super::Y` or `use super::*`),
+marked as such: a folder's mod.rs only declares its files and re-exports their items, and what
+its files share lives in a file of its own that they import by name. (`--strict`, which used to
+turn that check on, is accepted and does nothing: it is always on.) With --all it also reports
+longer circles (strongly connected groups of files). Only the crates'
 own `src/` trees are read; each crate is its own graph; test modules are left out. No dependency
 beyond Python 3.
 """
@@ -239,12 +241,15 @@ def strongly_connected(graph: dict[str, dict[str, set[str]]]) -> list[list[str]]
 
 def main() -> int:
     args = sys.argv[1:]
+    unknown = [a for a in args if a.startswith("-") and a not in ("--all", "--strict")]
+    if unknown:
+        print(f"unknown option {unknown[0]}", file=sys.stderr)
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
     show_all = "--all" in args
-    strict = "--strict" in args
     dirs = [a for a in args if a not in ("--all", "--strict")] or DEFAULT_DIRS
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     found = 0
-    faces = 0
     for d in dirs:
         src = d if os.path.isabs(d) else os.path.join(repo, d)
         if not os.path.isdir(src):
@@ -258,9 +263,6 @@ def main() -> int:
                     if is_test(a) or is_test(b):
                         continue
                     if crate.declares(a, b) or crate.declares(b, a):
-                        faces += 1
-                        if not strict:
-                            continue
                         print(f"{d}: {a} <-> {b} (a folder's mod.rs and its own file)")
                     else:
                         print(f"{d}: {a} <-> {b}")
@@ -272,11 +274,10 @@ def main() -> int:
                 comp = [f for f in comp if not is_test(f)]
                 if len(comp) > 2:
                     print(f"{d}: circle of {len(comp)} files: {' '.join(comp)}")
-    face_note = "" if strict else f" ({faces} between a folder's mod.rs and its own files: --strict lists them)"
     if found:
-        print(f"{found} import circle(s) of two files{face_note}")
+        print(f"{found} import circle(s) of two files")
         return 1
-    print(f"no import circle of two files{face_note}")
+    print("no import circle of two files")
     return 0
 
 

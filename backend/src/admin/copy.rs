@@ -29,16 +29,9 @@ use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::root::{self, gen_name, DbId, Kind, ID_FILE, ID_TMP_FILE};
 
+use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
+use super::remove::{remove_database, remove_received};
 use super::snapshot::{still_readonly, Snapshot};
-
-/// Marks a directory the `butter` tool is making into a database copy, or removing: the
-/// engine does not open it (it has no `butter.id` while the marker matters), and
-/// [`super::remove_database`] removes it.
-pub const INCOMPLETE_MARKER: &str = root::INCOMPLETE_FILE;
-/// The writable snapshot a copy is prepared in.
-pub const STAGING_SUBVOLUME: &str = "butter.staging";
-/// Where `butter restore` receives `btrfs send` streams.
-pub const RECEIVE_DIR: &str = "butter.receive";
 
 const DIR_MODE: u32 = 0o700;
 /// How many times a copy starts again on a newer generation (as [`Snapshot::open`]).
@@ -292,7 +285,7 @@ impl Drop for NewCopy {
         }
         // Everything in DEST is this copy's: the marker makes it removable as a database.
         let outcome = if self.dest.join(INCOMPLETE_MARKER).exists() {
-            super::remove_database(&self.dest).map(|_| ())
+            remove_database(&self.dest).map(|_| ())
         } else if self.created_dir {
             std::fs::remove_dir(&self.dest).map_err(|e| Error::io("rmdir", &self.dest, e))
         } else {
@@ -307,14 +300,6 @@ impl Drop for NewCopy {
             }
         }
     }
-}
-
-/// Deletes the subvolumes `btrfs receive` made in `dir`, then `dir`.
-pub(crate) fn remove_received(dir: &Path) -> Result<()> {
-    BtrfsFs
-        .delete_subvolumes_in(dir)
-        .map_err(|e| Error::io("delete subvolume", dir, e))?;
-    std::fs::remove_dir(dir).map_err(|e| Error::io("rmdir", dir, e))
 }
 
 fn delete_subvolume(path: &Path) -> Result<()> {

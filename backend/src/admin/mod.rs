@@ -12,10 +12,12 @@
 //!   that is not one or that a process has open.
 
 mod copy;
+mod names;
 mod remove;
 mod snapshot;
 
-pub use copy::{backup, CopyInfo, NewCopy, INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
+pub use copy::{backup, CopyInfo, NewCopy};
+pub use names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
 pub use remove::{remove_database, Removed};
 pub use snapshot::{
     inspect_dir, DirInfo, FsUsage, SegmentInfo, Snapshot, TableInfo, TableStats, Verified,

@@ -11,7 +11,7 @@ use crate::root::{
     self, parse_gen_name, Kind, COMPACT_DIR, ID_FILE, ID_TMP_FILE, LIVE_DIR, LOCK_FILE,
 };
 
-use super::copy::{remove_received, INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
+use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
 
 /// What [`remove_database`] deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,4 +171,12 @@ fn take_lock(dir: &Path) -> Result<Option<Flock<File>>> {
         }),
         Err((_, e)) => Err(Error::io("lock", &path, e.into())),
     }
+}
+
+/// Deletes the subvolumes `btrfs receive` made in `dir`, then `dir`.
+pub(crate) fn remove_received(dir: &Path) -> Result<()> {
+    BtrfsFs
+        .delete_subvolumes_in(dir)
+        .map_err(|e| Error::io("delete subvolume", dir, e))?;
+    std::fs::remove_dir(dir).map_err(|e| Error::io("rmdir", dir, e))
 }

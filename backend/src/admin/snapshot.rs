@@ -23,6 +23,8 @@ use crate::manifest::Manifest;
 use crate::root::{self, gen_name, parse_gen_name, DbId, Kind, COMPACT_DIR, ID_FILE, LOCK_FILE};
 use crate::segment::{self, key_cmp, CacheUse, Segment};
 
+use super::names::INCOMPLETE_MARKER;
+
 /// How many times a reader starts again on a newer generation before giving up (each retry
 /// means the writer committed and deleted the generation being opened, in between).
 const MAX_ATTEMPTS: usize = 1000;
@@ -399,7 +401,7 @@ pub struct DirInfo {
 /// # Errors
 /// [`Error::ForeignEntry`] as when opening, I/O.
 pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
-    let incomplete = root::check_kind(&db.join(super::INCOMPLETE_MARKER), Kind::File)?;
+    let incomplete = root::check_kind(&db.join(INCOMPLETE_MARKER), Kind::File)?;
     let scan = root::scan(db)?;
     let compact = db.join(COMPACT_DIR);
     let mut merge_outputs = (0, 0);

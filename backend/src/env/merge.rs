@@ -2,9 +2,8 @@
 //! worker that writes it to `compact/`, and swapping its result in at the next commit (step 1);
 //! and the k-way merge that commits and merges share.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
@@ -14,39 +13,8 @@ use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder, SegmentS
 use crate::sys;
 
 use super::compaction;
+use super::job::{MergeJob, Merged};
 use super::{fail_point, CommitInfo, Compaction, Env, TableVersion, Version, WriterState};
-
-/// A background merge of a contiguous run of one table's segments into `compact/<seq>.seg`.
-#[derive(Debug)]
-pub(super) struct MergeJob {
-    pub(super) table: usize,
-    /// The merged segments' sequence numbers, newest first.
-    inputs: Vec<u64>,
-    seq: u64,
-    pub(super) work_path: PathBuf,
-    pub(super) handle: JoinHandle<Result<Merged>>,
-}
-
-impl MergeJob {
-    /// Where the merge's inputs start in `segments`, if they are still there as one run.
-    pub(super) fn position_in(&self, segments: &[Arc<Segment>]) -> Option<usize> {
-        let first = *self.inputs.first()?;
-        let at = segments.iter().position(|s| s.seq == first)?;
-        let run = segments.get(at..at + self.inputs.len())?;
-        run.iter()
-            .zip(&self.inputs)
-            .all(|(s, &seq)| s.seq == seq)
-            .then_some(at)
-    }
-}
-
-/// What a finished background merge produced.
-#[derive(Debug)]
-pub(super) struct Merged {
-    /// 0 when nothing survived (only tombstones): no file was written.
-    entries: u64,
-    file_len: u64,
-}
 
 impl Env {
     /// Start a background merge if one is due (`compaction::next_background_merge`: the space

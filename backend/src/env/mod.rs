@@ -9,6 +9,7 @@
 mod commit;
 mod compaction;
 mod gc;
+mod job;
 mod merge;
 mod recovery;
 mod retire;
@@ -28,7 +29,7 @@ use crate::fs::{BtrfsFs, Fs};
 use crate::root::LOCK_FILE;
 use crate::segment::{self, Segment};
 
-use merge::MergeJob;
+use job::MergeJob;
 
 /// Name of the manifest inside `live/` and every `gen-N/`.
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
 
-use super::{destroy, refused, BtrfsFs, Deletion};
+use super::btrfs::{destroy, refused, BtrfsFs, Deletion};
 use crate::sys;
 
 /// Which file an open handle or a directory entry is: its device and inode number. Two
@@ -67,6 +67,16 @@ fn is_dot(name: &OsStr) -> bool {
 }
 
 impl BtrfsFs {
+    /// Deletes every subvolume directly inside `dir` (a database's `live/` and its `gen-N`,
+    /// which `rm -rf` cannot remove while they are read-only) with
+    /// [`BtrfsFs::delete_subvolume_at`], leaving everything else, so that `dir` can then be
+    /// removed like any other directory. `dir` itself must not be a symlink (`ENOTDIR`: nothing
+    /// is deleted through it); below it everything is reached through handles. Goes on after
+    /// a failure and returns the first error.
+    pub fn delete_subvolumes_in(&self, dir: &Path) -> io::Result<()> {
+        self.delete_subvolumes_in_fd(open_dir_nofollow(dir)?.as_fd())
+    }
+
     /// Deletes the subvolume `name` in the open directory `parent` as
     /// [`BtrfsFs::delete_subvolume_reporting`] does, without following a symlink: `name` is
     /// opened (`O_NOFOLLOW`) and must be a subvolume root, and everything inside it is reached

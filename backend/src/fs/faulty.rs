@@ -1,6 +1,7 @@
 //! Test-only fault injection (feature `testing`): [`FaultyFs`] fails planned operations.
 
-use super::{BtrfsFs, Fs};
+use super::btrfs::BtrfsFs;
+use super::ops::Fs;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::path::Path;

@@ -1,6 +1,11 @@
 //! A data block: its decoding and the searches inside it.
 
-use super::*;
+use std::cmp::Ordering;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+use super::format::{key_cmp, le_u16, le_u32, BLOCK_TRAILER_LEN, ENTRY_HEADER_LEN, TOMBSTONE};
 
 /// One decoded data block: its bytes and the offsets of its entries.
 #[derive(Debug)]

@@ -12,7 +12,14 @@ use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::*;
+use std::sync::Arc;
+
+use super::block::Block;
+use super::format::{
+    BLOCK_TARGET_BYTES, BLOCK_TRAILER_LEN, FOOTER_LEN, MAGIC, SEGMENT_VERSION, TOMBSTONE,
+};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
 use crate::fs::Fs;
 
 /// Bytes of finished blocks written to the sink at a time: each run is also one write-back

@@ -1,6 +1,12 @@
 //! Sequential iteration over a segment's entries.
 
-use super::*;
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::error::Result;
+
+use super::block::Block;
+use super::reader::{CacheUse, Pos, Segment};
 
 /// A key and its value (`None` for a tombstone), borrowed from a block.
 pub(crate) type Entry<'a> = (&'a [u8], Option<&'a [u8]>);

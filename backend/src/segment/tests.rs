@@ -1,6 +1,13 @@
 //! Unit tests of the segment format.
 
-use super::block::partition_near;
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+
+use super::block::{partition_near, search_prefixed, Block};
+use super::format::{BLOCK_TARGET_BYTES, FOOTER_VERSION_OFFSET};
+use super::reader::Pos;
 use super::*;
 
 fn build(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> (Vec<u8>, Vec<Arc<Block>>) {

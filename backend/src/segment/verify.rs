@@ -2,7 +2,12 @@
 //! checksum and layout, the index against the blocks, the order of the keys and the footer's
 //! entry count.
 
-use super::*;
+use std::cmp::Ordering;
+
+use crate::error::{Error, Result};
+
+use super::format::{key_cmp, ENTRY_HEADER_LEN};
+use super::reader::{CacheUse, Segment};
 
 /// What a full read of one segment found (it passed every check).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,6 +1,27 @@
 //! The child process: one backend's replay of the fixture, batch by batch, measured.
 
-use super::*;
+use super::args::ReplayArgs;
+use super::dirs::{check_dir, parse_backends};
+use super::partial::{batches_file, BatchStream};
+use super::run_info::{durability_name, slasher_config};
+use super::settings::SlasherSettings;
+use super::summary::{check_expected, expected_within, summarise, BatchSlashings};
+use crate::clean::DbDir;
+use crate::environment::FsInfo;
+use crate::fixture::{FixtureReader, Manifest};
+use crate::interrupt::Interrupt;
+use crate::measure::{
+    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
+    fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
+};
+use crate::report::{BackendResult, BatchRecord, CommitParts, Sample, SlashingsFound};
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use slasher_adapters::slasher::{Config, Slasher};
+use slasher_adapters::timed::Timed;
+use slasher_adapters::{with_backend, BackendVisitor, CommitSplit, DatabaseBackend, Environment};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// What the child needs.
 #[derive(Debug)]

@@ -1,6 +1,11 @@
 //! The backends and directories of a run, checked before any backend starts.
 
-use super::*;
+use crate::clean::leftovers_in;
+use crate::environment::{probe_fs, refuse_memory_fs, FsInfo};
+use anyhow::{anyhow, bail, Context};
+use slasher_adapters::DatabaseBackend;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 /// Parse `--backends` (not given: every compiled backend; given but empty: an error).
 pub(super) fn parse_backends(names: &[String]) -> anyhow::Result<Vec<DatabaseBackend>> {
@@ -136,4 +141,12 @@ pub(super) fn prepare_dirs(
         }
     }
     Ok(plans)
+}
+
+/// One backend to run and where.
+#[derive(Debug, Clone)]
+pub(super) struct Plan {
+    pub(super) backend: DatabaseBackend,
+    pub(super) root: PathBuf,
+    pub(super) fs: FsInfo,
 }

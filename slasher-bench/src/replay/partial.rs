@@ -9,9 +9,12 @@
 //! The parent turns it into a row marked interrupted, beside the failure, so that the report
 //! and `batches.csv` keep the batches up to the child's death and the gate compares them.
 
-use super::*;
+use crate::measure::Summary;
+use crate::report::{BackendResult, BatchRecord};
+use anyhow::Context;
 use butter_db::memory::MemoryCgroup;
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 /// Where a child streams its batches: the result file's name with `.batches` appended.
 pub(super) fn batches_file(result_file: &Path) -> PathBuf {

@@ -1,7 +1,14 @@
 //! What the report records about a run besides its rows: settings, durability, the header
 //! printed before the first backend, and what each measured quantity means.
 
-use super::*;
+use super::dirs::Plan;
+use super::settings::{SlasherSettings, SECONDS_PER_SLOT};
+use crate::environment::{Build, Machine};
+use crate::fixture::Manifest;
+use anyhow::{anyhow, bail};
+use slasher_adapters::slasher::Config;
+use slasher_adapters::Durability;
+use std::path::Path;
 
 pub(super) fn durability_name(d: Durability) -> &'static str {
     match d {

@@ -1,6 +1,6 @@
 //! The slasher settings a replay runs with (Lighthouse's by default) and their validation.
 
-use super::*;
+use slasher_adapters::slasher::TileCodecKind;
 
 /// Slot duration on mainnet, seconds: one fixture batch per slot.
 pub(crate) const SECONDS_PER_SLOT: u64 = 12;

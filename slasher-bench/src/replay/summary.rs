@@ -1,7 +1,12 @@
 //! A backend's slashings: per-batch digests for the gate, the summary in its row, and the
 //! check against the slashings the fixture's manifest expects.
 
-use super::*;
+use crate::fixture::{ExpectedSlashing, Manifest};
+use crate::report::{ExpectedCheck, SlashingRecord, VoteRecord};
+use sha2::{Digest, Sha256};
+use slasher_adapters::slasher::{AttesterSlashing, IndexedAttestation, ProposerSlashing};
+use ssz::Encode;
+use std::collections::BTreeSet;
 
 /// One batch's slashings in canonical form, the only form the bench digests, counts and lists
 /// (docs/lighthouse.md §4, *What the gate tolerates*). Which of two conflicting objects a

@@ -1,7 +1,13 @@
 //! Unit tests of the replay's parsing and summaries.
 
-use super::*;
+use super::dirs::parse_db_dirs;
+use super::partial::{batches_file, oom_reason, partial_row, BatchStream};
+use super::summary::{summarise, BatchSlashings};
+use crate::report::{BackendResult, BatchRecord};
+use slasher_adapters::slasher::{AttesterSlashing, IndexedAttestation, ProposerSlashing};
+use slasher_adapters::DatabaseBackend;
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 #[test]
 fn db_dir_specs_parse() {

@@ -1,6 +1,7 @@
 //! SVG charts of a report, one set per fixture group.
 
-use super::{groups, BackendResult, Report, Sample};
+use super::gate::groups;
+use super::model::{BackendResult, Report, Sample};
 use crate::outdir::OutDir;
 use anyhow::anyhow;
 use plotters::prelude::*;

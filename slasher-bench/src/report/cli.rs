@@ -1,6 +1,10 @@
 //! `slasher-bench report`: re-render one report or merge several.
 
-use super::*;
+use super::gate::{gate, missing_expected};
+use super::model::{Report, REPORT_SCHEMA};
+use super::render::{summary_table, write_outputs};
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
 
 // ---- `slasher-bench report` ------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 //! The correctness gate: rows that replayed the same fixture must find the same slashings in
 //! every batch, and the slashings a manifest lists must be found.
 
-use super::*;
+use super::model::{BackendResult, Correctness, Disagreement, DisagreementRow, Report};
+use std::collections::BTreeMap;
 
 /// Compare the per-batch slashing digests of rows that replayed the same batches. Returns the
 /// first batch where any two differ (a row lacking the batch counts as different, unless the

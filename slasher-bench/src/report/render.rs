@@ -1,8 +1,14 @@
 //! Renderings of a report: `report.json`, `batches.csv`, `report.md` and the terminal summary.
 
+use super::charts;
+use super::gate::{first_disagreement, gate, groups, missing_expected};
+use super::model::{BackendResult, BatchRecord, CommitParts, Report, Run};
 use super::scale::render_scale;
-use super::table::{baseline, mib, opt_mib, phase_batches, ratio};
-use super::*;
+use super::table::{baseline, mib, opt_mib, phase_batches, phase_times, ratio, Phase, PhaseTimes};
+use crate::measure::Summary;
+use anyhow::Context;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 // ---- rendering -------------------------------------------------------------------------------
 
@@ -240,75 +246,6 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         render_run_details(&mut s, i, run);
     }
     s
-}
-
-/// The phases of a replay, by the epoch the slasher is told (`current_epoch`) relative to the
-/// first batch's: the cold start fills the database from empty, the next epoch still writes
-/// most tiles for the first time, and after that the database is in its steady state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Batches of the first batch's epoch.
-    ColdEpoch,
-    /// Batches of the epoch after it.
-    NextEpoch,
-    /// Every later batch.
-    Steady,
-}
-
-impl Phase {
-    /// The three phases in replay order.
-    pub const ALL: [Phase; 3] = [Phase::ColdEpoch, Phase::NextEpoch, Phase::Steady];
-
-    /// The phase of a batch `epochs_after` epochs after the first batch's.
-    pub fn of_offset(epochs_after: u64) -> Phase {
-        match epochs_after {
-            0 => Phase::ColdEpoch,
-            1 => Phase::NextEpoch,
-            _ => Phase::Steady,
-        }
-    }
-
-    /// Name as printed in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::ColdEpoch => "cold epoch",
-            Phase::NextEpoch => "next epoch",
-            Phase::Steady => "steady",
-        }
-    }
-}
-
-/// Wall and storage time of one row in one phase.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PhaseTimes {
-    /// Batches in the phase.
-    pub batches: usize,
-    /// Median batch wall time, ms.
-    pub median_ms: f64,
-    /// Sum of batch wall times, s.
-    pub total_s: f64,
-    /// Median time inside storage calls per batch, ms.
-    pub storage_median_ms: f64,
-    /// Sum of storage time, s.
-    pub storage_total_s: f64,
-}
-
-/// A row's times in `phase`; `None` if the row has no batch in it.
-pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
-    let in_phase = phase_batches(row, phase);
-    if in_phase.is_empty() {
-        return None;
-    }
-    let wall: Vec<f64> = in_phase.iter().map(|b| b.wall_ms).collect();
-    let storage: Vec<f64> = in_phase.iter().map(|b| b.storage_ms).collect();
-    let (wall, storage) = (Summary::of(&wall), Summary::of(&storage));
-    Some(PhaseTimes {
-        batches: in_phase.len(),
-        median_ms: wall.median,
-        total_s: wall.sum / 1000.0,
-        storage_median_ms: storage.median,
-        storage_total_s: storage.sum / 1000.0,
-    })
 }
 
 /// Whether the row timed its storage calls (client rows and older reports did not).

@@ -2,8 +2,9 @@
 //! report per count). Rows are grouped by settings (codec, history, chunks) and only compared
 //! with an LMDB row of the same validator count and settings.
 
+use super::model::{BackendResult, Report};
 use super::table::{baseline, mib, opt_mib, phase_batches, ratio};
-use super::{phase_times, BackendResult, Phase, Report};
+use super::table::{phase_times, Phase};
 use crate::measure::Summary;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,7 +1,9 @@
-//! What the report's tables share (render.rs and scale.rs): the LMDB row a row is compared
-//! with, a row's batches in a phase, and the ratio and MiB cells.
+//! What the report's tables share (render.rs and scale.rs): the phases of a replay and a row's
+//! times in each, the LMDB row a row is compared with, a row's batches in a phase, and the ratio
+//! and MiB cells.
 
-use super::{BackendResult, BatchRecord, Phase};
+use super::model::{BackendResult, BatchRecord};
+use crate::measure::Summary;
 
 /// The LMDB row a row is compared with: LMDB replayed by the same slasher (the port, or the
 /// same client) on the same filesystem if present in the group, else on any filesystem.
@@ -44,4 +46,73 @@ pub(super) fn phase_batches(row: &BackendResult, phase: Phase) -> Vec<&BatchReco
         .iter()
         .filter(|b| Phase::of_offset(b.current_epoch.saturating_sub(first)) == phase)
         .collect()
+}
+
+/// The phases of a replay, by the epoch the slasher is told (`current_epoch`) relative to the
+/// first batch's: the cold start fills the database from empty, the next epoch still writes
+/// most tiles for the first time, and after that the database is in its steady state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Batches of the first batch's epoch.
+    ColdEpoch,
+    /// Batches of the epoch after it.
+    NextEpoch,
+    /// Every later batch.
+    Steady,
+}
+
+impl Phase {
+    /// The three phases in replay order.
+    pub const ALL: [Phase; 3] = [Phase::ColdEpoch, Phase::NextEpoch, Phase::Steady];
+
+    /// The phase of a batch `epochs_after` epochs after the first batch's.
+    pub fn of_offset(epochs_after: u64) -> Phase {
+        match epochs_after {
+            0 => Phase::ColdEpoch,
+            1 => Phase::NextEpoch,
+            _ => Phase::Steady,
+        }
+    }
+
+    /// Name as printed in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::ColdEpoch => "cold epoch",
+            Phase::NextEpoch => "next epoch",
+            Phase::Steady => "steady",
+        }
+    }
+}
+
+/// Wall and storage time of one row in one phase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseTimes {
+    /// Batches in the phase.
+    pub batches: usize,
+    /// Median batch wall time, ms.
+    pub median_ms: f64,
+    /// Sum of batch wall times, s.
+    pub total_s: f64,
+    /// Median time inside storage calls per batch, ms.
+    pub storage_median_ms: f64,
+    /// Sum of storage time, s.
+    pub storage_total_s: f64,
+}
+
+/// A row's times in `phase`; `None` if the row has no batch in it.
+pub fn phase_times(row: &BackendResult, phase: Phase) -> Option<PhaseTimes> {
+    let in_phase = phase_batches(row, phase);
+    if in_phase.is_empty() {
+        return None;
+    }
+    let wall: Vec<f64> = in_phase.iter().map(|b| b.wall_ms).collect();
+    let storage: Vec<f64> = in_phase.iter().map(|b| b.storage_ms).collect();
+    let (wall, storage) = (Summary::of(&wall), Summary::of(&storage));
+    Some(PhaseTimes {
+        batches: in_phase.len(),
+        median_ms: wall.median,
+        total_s: wall.sum / 1000.0,
+        storage_median_ms: storage.median,
+        storage_total_s: storage.sum / 1000.0,
+    })
 }

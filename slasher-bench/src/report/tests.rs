@@ -6,6 +6,7 @@ use super::render::{
 };
 use super::table::{baseline, ratio};
 use super::*;
+use std::path::PathBuf;
 
 fn row(name: &str, backend: &str, fs: &str, digests: &[Option<&str>]) -> BackendResult {
     BackendResult {

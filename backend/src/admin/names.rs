@@ -1,0 +1,13 @@
+//! The names the `butter` tool gives its own entries in a database directory, shared by the
+//! copy that makes them, the removal that deletes them and the inspection that reports them.
+
+use crate::root;
+
+/// Marks a directory the `butter` tool is making into a database copy, or removing: the
+/// engine does not open it (it has no `butter.id` while the marker matters), and
+/// [`super::remove_database`] removes it.
+pub const INCOMPLETE_MARKER: &str = root::INCOMPLETE_FILE;
+/// The writable snapshot a copy is prepared in.
+pub const STAGING_SUBVOLUME: &str = "butter.staging";
+/// Where `butter restore` receives `btrfs send` streams.
+pub const RECEIVE_DIR: &str = "butter.receive";

@@ -1,0 +1,376 @@
+//! [`Segment`]: an open segment file, its index in memory and its blocks read on demand.
+
+use std::cmp::Ordering;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+
+use super::block::{key_prefix, search_prefixed, Block};
+use super::format::{
+    key_cmp, le_u16, le_u32, le_u64, FOOTER_BLOCK_COUNT_OFFSET, FOOTER_CRC_OFFSET,
+    FOOTER_ENTRY_COUNT_OFFSET, FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET,
+    FOOTER_INDEX_OFFSET_OFFSET, FOOTER_LEN, FOOTER_VERSION_OFFSET, MAGIC, SEGMENT_VERSION,
+};
+
+/// How a read of a segment's blocks uses the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheUse {
+    /// From the cache, or from disk into the cache: reads of live data.
+    Fill,
+    /// From the cache if there, else from disk without keeping it: a background merge, whose
+    /// inputs stay live until it is swapped in and whose reads should not push out the blocks
+    /// readers use.
+    Bypass,
+    /// Taken out of the cache if there, else from disk without keeping it: a commit's merge,
+    /// whose inputs that commit retires; their cached blocks would only hold memory beside
+    /// the new segment's.
+    Take,
+}
+
+/// Location of one block inside a segment file.
+#[derive(Debug)]
+pub(super) struct BlockLoc {
+    pub(super) offset: u64,
+    pub(super) len: u32,
+    pub(super) first_key: Box<[u8]>,
+}
+
+/// An open, immutable segment: its index in memory, its blocks read on demand through the
+/// shared block cache.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    /// Sequence number; unique in the database, also the file name.
+    pub(crate) seq: u64,
+    pub(super) path: PathBuf,
+    pub(super) file: File,
+    pub(crate) file_len: u64,
+    pub(crate) entries: u64,
+    pub(crate) min_key: Box<[u8]>,
+    pub(crate) max_key: Box<[u8]>,
+    pub(super) blocks: Vec<BlockLoc>,
+    /// Each block's first key's [`key_prefix`], for [`search_prefixed`] without reaching into
+    /// `blocks`' boxed keys.
+    pub(super) first_prefixes: Box<[u64]>,
+    pub(super) cache: Arc<BlockCache>,
+}
+
+/// Where a transaction's last point lookup in a segment ended. The slasher reads keys in
+/// ascending runs, so the next lookup usually lands in the same block and skips the index
+/// search and the shared cache. Each transaction keeps its own, one per segment it reads
+/// (`txn.rs`), so a lookup takes no lock.
+#[derive(Debug)]
+pub(crate) struct BlockHint {
+    pub(super) block: usize,
+    pub(super) data: Arc<Block>,
+    /// Where the next lookup's key probably is: just after the last key found, or where the
+    /// last missing key would have been.
+    pub(super) expect: usize,
+}
+
+/// A position inside a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pos {
+    pub(crate) block: usize,
+    pub(crate) entry: usize,
+}
+
+/// File name of segment `seq`.
+pub(crate) fn file_name(seq: u64) -> String {
+    format!("{seq:016x}.seg")
+}
+
+impl Segment {
+    /// Open a segment file and check it against what the manifest says about it.
+    pub(crate) fn open(
+        path: PathBuf,
+        seq: u64,
+        expect_len: u64,
+        expect_entries: u64,
+        cache: Arc<BlockCache>,
+    ) -> Result<Segment> {
+        // Never through a symlink: a segment is always a file this database wrote.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::foreign(&path, "it is a symlink"),
+                _ => Error::io("open segment", &path, e),
+            })?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io("stat segment", &path, e))?
+            .len();
+        if file_len != expect_len {
+            return Err(Error::corrupted(
+                &path,
+                format!("length {file_len}, manifest says {expect_len} (truncated?)"),
+            ));
+        }
+        if file_len < FOOTER_LEN as u64 {
+            return Err(Error::corrupted(&path, "shorter than the segment footer"));
+        }
+        let mut footer = [0u8; FOOTER_LEN];
+        let footer_at = file_len - FOOTER_LEN as u64;
+        file.read_exact_at(&mut footer, footer_at)
+            .map_err(|e| Error::io("read segment footer", &path, e))?;
+        let stored = le_u32(&footer, FOOTER_CRC_OFFSET).unwrap_or(0);
+        let got = crc32fast::hash(&footer[..FOOTER_CRC_OFFSET]);
+        if stored != got {
+            return Err(Error::ChecksumMismatch {
+                path,
+                offset: footer_at,
+                expected: stored,
+                got,
+            });
+        }
+        if &footer[..8] != MAGIC {
+            return Err(Error::corrupted(&path, "bad segment magic"));
+        }
+        let version = le_u32(&footer, FOOTER_VERSION_OFFSET).unwrap_or(0);
+        if version != SEGMENT_VERSION {
+            return Err(Error::UnsupportedFormatVersion {
+                path,
+                found: version,
+                supported: SEGMENT_VERSION,
+            });
+        }
+        let block_count = le_u32(&footer, FOOTER_BLOCK_COUNT_OFFSET).unwrap_or(0) as usize;
+        let entries = le_u64(&footer, FOOTER_ENTRY_COUNT_OFFSET).unwrap_or(0);
+        let index_offset = le_u64(&footer, FOOTER_INDEX_OFFSET_OFFSET).unwrap_or(0);
+        let index_len = le_u32(&footer, FOOTER_INDEX_LEN_OFFSET).unwrap_or(0) as usize;
+        let index_crc = le_u32(&footer, FOOTER_INDEX_CRC_OFFSET).unwrap_or(0);
+        if entries != expect_entries {
+            return Err(Error::corrupted(
+                &path,
+                format!("{entries} entries, manifest says {expect_entries}"),
+            ));
+        }
+        if index_offset.checked_add(index_len as u64) != Some(footer_at) {
+            return Err(Error::corrupted(&path, "index does not end at the footer"));
+        }
+        let mut index = vec![0u8; index_len];
+        file.read_exact_at(&mut index, index_offset)
+            .map_err(|e| Error::io("read segment index", &path, e))?;
+        let got = crc32fast::hash(&index);
+        if got != index_crc {
+            return Err(Error::ChecksumMismatch {
+                path,
+                offset: index_offset,
+                expected: index_crc,
+                got,
+            });
+        }
+        // The footer's count is not trusted for the allocation: each index entry takes at
+        // least 14 bytes of the (checksummed, file-backed) index.
+        let mut blocks = Vec::with_capacity(block_count.min(index.len() / 14));
+        let mut at = 0usize;
+        let mut next_offset = 0u64;
+        for _ in 0..block_count {
+            let bad = || Error::corrupted(&path, "truncated block index");
+            let offset = le_u64(&index, at).ok_or_else(bad)?;
+            let len = le_u32(&index, at + 8).ok_or_else(bad)?;
+            let klen = le_u16(&index, at + 12).ok_or_else(bad)? as usize;
+            let first_key = index.get(at + 14..at + 14 + klen).ok_or_else(bad)?;
+            at += 14 + klen;
+            if offset != next_offset {
+                return Err(Error::corrupted(&path, "blocks are not contiguous"));
+            }
+            next_offset = offset + u64::from(len);
+            blocks.push(BlockLoc {
+                offset,
+                len,
+                first_key: first_key.into(),
+            });
+        }
+        if at != index.len() || next_offset != index_offset {
+            return Err(Error::corrupted(
+                &path,
+                "block index does not cover the data",
+            ));
+        }
+        if blocks.is_empty() != (entries == 0) {
+            return Err(Error::corrupted(
+                &path,
+                format!("{entries} entries in {} blocks", blocks.len()),
+            ));
+        }
+        let mut seg = Segment {
+            seq,
+            path,
+            file,
+            file_len,
+            entries,
+            min_key: Box::default(),
+            max_key: Box::default(),
+            first_prefixes: blocks.iter().map(|b| key_prefix(&b.first_key)).collect(),
+            blocks,
+            cache,
+        };
+        if let Some(first) = seg.blocks.first() {
+            seg.min_key = first.first_key.clone();
+            let last = seg.block(seg.blocks.len() - 1)?;
+            seg.max_key = last.key(last.len().saturating_sub(1)).into();
+        }
+        Ok(seg)
+    }
+
+    /// Load block `i` (from the cache, or from disk into the cache).
+    pub(crate) fn block(&self, i: usize) -> Result<Arc<Block>> {
+        self.block_using(i, CacheUse::Fill)
+    }
+
+    /// Load block `i`, using the cache as `cache_use` says.
+    pub(crate) fn block_using(&self, i: usize, cache_use: CacheUse) -> Result<Arc<Block>> {
+        let cached = match cache_use {
+            CacheUse::Fill | CacheUse::Bypass => self.cache.get(self.seq, i),
+            CacheUse::Take => self.cache.take(self.seq, i),
+        };
+        if let Some(b) = cached {
+            return Ok(b);
+        }
+        let loc = self
+            .blocks
+            .get(i)
+            .ok_or_else(|| Error::corrupted(&self.path, format!("no block {i}")))?;
+        let mut data = vec![0u8; loc.len as usize];
+        self.file
+            .read_exact_at(&mut data, loc.offset)
+            .map_err(|e| Error::io("read segment block", &self.path, e))?;
+        let block = Arc::new(Block::decode(data, &self.path, loc.offset)?);
+        if cache_use == CacheUse::Fill {
+            self.cache.insert(self.seq, i, block.clone());
+        }
+        Ok(block)
+    }
+
+    pub(crate) fn block_count(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// The block that would hold `key`, if any block could.
+    fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let prefix = key_prefix(key);
+        let n = search_prefixed(&self.first_prefixes, prefix, |i| {
+            self.starts_at_or_before(i, key, prefix)
+        });
+        n.checked_sub(1)
+    }
+
+    /// Whether block `i` starts at or before `key`, whose [`key_prefix`] is `prefix` (false
+    /// past the last block).
+    fn starts_at_or_before(&self, i: usize, key: &[u8], prefix: u64) -> bool {
+        match self.first_prefixes.get(i).map(|p| p.cmp(&prefix)) {
+            Some(Ordering::Less) => true,
+            Some(Ordering::Equal) => self
+                .blocks
+                .get(i)
+                .is_some_and(|b| key_cmp(&b.first_key, key).is_le()),
+            Some(Ordering::Greater) | None => false,
+        }
+    }
+
+    /// Whether `key` is within this segment's key range.
+    pub(crate) fn may_contain(&self, key: &[u8]) -> bool {
+        self.entries > 0
+            && key_cmp(key, &self.min_key).is_ge()
+            && key_cmp(key, &self.max_key).is_le()
+    }
+
+    /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand;
+    /// `None` means the key is not in this segment. `hint` is where the caller's previous
+    /// lookup in this segment ended (`None` at first), and is left where this one ends.
+    pub(crate) fn get_with<R>(
+        &self,
+        key: &[u8],
+        hint: &mut Option<BlockHint>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<Option<R>> {
+        if !self.may_contain(key) {
+            return Ok(None);
+        }
+        if let Some(h) = hint.as_mut() {
+            let prefix = key_prefix(key);
+            let in_block = self.starts_at_or_before(h.block, key, prefix)
+                && !self.starts_at_or_before(h.block + 1, key, prefix);
+            if in_block {
+                let found = h.data.search_from(key, h.expect);
+                h.expect = found.map_or_else(|i| i, |i| i + 1);
+                return Ok(found.ok().map(|i| f(h.data.value(i))));
+            }
+        }
+        let Some(bi) = self.block_for(key) else {
+            return Ok(None);
+        };
+        let block = self.block(bi)?;
+        let found = block.search_from(key, 0);
+        let value = found.ok().map(|i| f(block.value(i)));
+        *hint = Some(BlockHint {
+            block: bi,
+            data: block,
+            expect: found.map_or_else(|i| i, |i| i + 1),
+        });
+        Ok(value)
+    }
+
+    /// The first position whose key is >= `key` (> if `!inclusive`); `None` past the end.
+    pub(crate) fn seek_ge(&self, key: &[u8], inclusive: bool) -> Result<Option<Pos>> {
+        if self.entries == 0 {
+            return Ok(None);
+        }
+        let mut bi = self.block_for(key).unwrap_or(0);
+        loop {
+            let block = self.block(bi)?;
+            let e = block.lower_bound(key, inclusive);
+            if e < block.len() {
+                return Ok(Some(Pos {
+                    block: bi,
+                    entry: e,
+                }));
+            }
+            bi += 1;
+            if bi >= self.blocks.len() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The last position whose key is < `key` (or the last entry if `key` is `None`).
+    pub(crate) fn seek_lt(&self, key: Option<&[u8]>) -> Result<Option<Pos>> {
+        if self.entries == 0 {
+            return Ok(None);
+        }
+        let Some(key) = key else {
+            let Some(bi) = self.blocks.len().checked_sub(1) else {
+                return Ok(None);
+            };
+            let n = self.block(bi)?.len();
+            return Ok(n.checked_sub(1).map(|e| Pos {
+                block: bi,
+                entry: e,
+            }));
+        };
+        let Some(mut bi) = self.block_for(key) else {
+            return Ok(None);
+        };
+        loop {
+            let block = self.block(bi)?;
+            let e = block.lower_bound(key, true);
+            if e > 0 {
+                return Ok(Some(Pos {
+                    block: bi,
+                    entry: e - 1,
+                }));
+            }
+            match bi.checked_sub(1) {
+                Some(prev) => bi = prev,
+                None => return Ok(None),
+            }
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The parent process of `slasher-bench replay`: one child per backend, then the report.
+
+use super::args::ReplayArgs;
+use super::child::run_child;
+use super::dirs::{parse_backends, parse_db_dirs, prepare_dirs, Plan};
+use super::partial::{batches_file, partial_row, OomWatch};
+use super::run_info::{durability_name, measurement_notes, print_header, slasher_config};
+use crate::clean::{db_name, DbDir, DbReplaced};
+use crate::environment::{Build, Machine};
+use crate::fixture::FixtureReader;
+use crate::interrupt::Interrupt;
+use crate::report::{self, BackendResult, Failure, FixtureInfo, Report, Run, SlasherConfigInfo};
+use anyhow::{anyhow, bail, Context};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `replay` was stopped by SIGINT or SIGTERM (after writing the report of the batches done).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {signal}: {detail}")]
+pub struct Interrupted {
+    /// `SIGINT` or `SIGTERM`.
+    pub signal: &'static str,
+    /// What had been done and where the report is.
+    pub detail: String,
+}
+
+/// Run `slasher-bench replay`, re-executing the running binary for each backend.
+///
+/// # Errors
+/// Bad arguments, a database directory on tmpfs/ramfs (or butter off btrfs), an unreadable
+/// fixture, a backend that failed, or backends that disagree on the slashings found (the report
+/// is written first in the last two cases).
+pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
+    if let Some(result) = &args.child_result {
+        let outcome = run_child(&args, result);
+        if let Err(e) = &outcome {
+            // The parent puts this text into the report's failure row.
+            let _ = crate::outdir::write_file(&error_file(result), crate::errors::chain_text(e));
+        }
+        return outcome;
+    }
+    let exe = std::env::current_exe().context("locating the slasher-bench executable")?;
+    run_with_exe(&args, &exe)
+}
+
+/// Where a child writes its error text.
+fn error_file(result_file: &Path) -> PathBuf {
+    let mut name = result_file.as_os_str().to_owned();
+    name.push(".error");
+    PathBuf::from(name)
+}
+
+/// How one child ended.
+#[derive(Debug)]
+enum ChildOutcome {
+    Done(Box<BackendResult>),
+    /// Why, and the batches it finished (a row marked interrupted), if any.
+    Failed(String, Option<Box<BackendResult>>),
+}
+
+/// Run one backend's child and wait for it, forwarding SIGINT/SIGTERM to it.
+fn run_backend_child(
+    exe: &Path,
+    args: &ReplayArgs,
+    plan: &Plan,
+    db: &Path,
+    result_file: &Path,
+    batches: u64,
+    interrupt: &Interrupt,
+) -> anyhow::Result<ChildOutcome> {
+    let errors = error_file(result_file);
+    let stream = batches_file(result_file);
+    let _ = std::fs::remove_file(result_file);
+    let _ = std::fs::remove_file(&errors);
+    let _ = std::fs::remove_file(&stream);
+    let oom = OomWatch::start();
+    let mut cmd = Command::new(exe);
+    cmd.arg("replay")
+        .arg("--fixture")
+        .arg(&args.fixture)
+        .arg("--backends")
+        .arg(plan.backend.name())
+        .arg("--db-dir")
+        .arg(db)
+        .arg("--child-result")
+        .arg(result_file)
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string())
+        .arg("--batches")
+        .arg(batches.to_string())
+        .args(args.settings.to_args())
+        .stdin(Stdio::null())
+        // Its own process group: a Ctrl-C at the terminal reaches the parent alone, which
+        // forwards it once.
+        .process_group(0);
+    if args.non_durable {
+        cmd.arg("--non-durable");
+    }
+    if args.no_progress {
+        cmd.arg("--no-progress");
+    }
+    if let Some(n) = args.sample_every {
+        cmd.arg("--sample-every").arg(n.to_string());
+    }
+    if let Some(mib) = args.butter_cache_mib {
+        cmd.env(slasher_adapters::BUTTER_CACHE_MIB_VAR, mib.to_string());
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("running {}", exe.display()))?;
+    let mut forwarded = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the child")? {
+            break status;
+        }
+        if interrupt.is_set() && !forwarded {
+            forwarded = true;
+            eprintln!(
+                "{}: stopping {} after its current batch (a second signal ends slasher-bench at \
+                 once)",
+                interrupt.signal_name(),
+                plan.backend
+            );
+            let pid = i32::try_from(child.id()).context("child pid")?;
+            // The child may have exited meanwhile (ESRCH): nothing to do then.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), interrupt.signal());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read_result = || -> anyhow::Result<BackendResult> {
+        let bytes = std::fs::read(result_file)?;
+        Ok(serde_json::from_slice(&bytes)?)
+    };
+    let outcome = if status.success() {
+        match read_result() {
+            Ok(r) => ChildOutcome::Done(Box::new(r)),
+            Err(e) => ChildOutcome::Failed(
+                format!(
+                    "reading {}: {}",
+                    result_file.display(),
+                    crate::errors::chain_text(&e)
+                ),
+                None,
+            ),
+        }
+    } else {
+        let reason = std::fs::read_to_string(&errors)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.trim().to_string())
+            .or_else(|| oom_killed(&status, oom.as_ref()))
+            .unwrap_or_else(|| "no reason given (see its output above)".to_string());
+        ChildOutcome::Failed(
+            format!(
+                "the {} child process failed ({status}): {reason}",
+                plan.backend
+            ),
+            partial_row(&stream).map(Box::new),
+        )
+    };
+    let _ = std::fs::remove_file(result_file);
+    let _ = std::fs::remove_file(&errors);
+    let _ = std::fs::remove_file(&stream);
+    Ok(outcome)
+}
+
+/// Why a child that died by SIGKILL died, if the OOM killer killed in its cgroup meanwhile.
+fn oom_killed(status: &std::process::ExitStatus, oom: Option<&OomWatch>) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt as _;
+    if status.signal() != Some(nix::sys::signal::Signal::SIGKILL as i32) {
+        return None;
+    }
+    oom?.killed()
+}
+
+/// The parent: plan, check, run each backend in a child, merge, gate, write.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
+    let interrupt =
+        Interrupt::install_parent().context("installing the SIGINT/SIGTERM handlers")?;
+    let out = args
+        .out
+        .clone()
+        .ok_or_else(|| anyhow!("--out is required"))?;
+    let backends = parse_backends(&args.backends)?;
+    let dirs = parse_db_dirs(&args.db_dir, &backends)?;
+    // The fixture's header first (nothing is created for a fixture that cannot be opened),
+    // then every directory, before the fixture is read through or anything runs.
+    let reader = FixtureReader::open(&args.fixture)
+        .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
+    let plans = prepare_dirs(&out, &backends, &dirs)?;
+
+    let manifest = reader.manifest().clone();
+    eprintln!("checking fixture {} ...", args.fixture.display());
+    let batch_count = reader
+        .verify()
+        .with_context(|| format!("checking fixture {}", args.fixture.display()))?;
+    let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
+    if batches_replayed == 0 {
+        match args.batches {
+            Some(0) => bail!("nothing to replay: --batches 0"),
+            _ => bail!(
+                "nothing to replay: the fixture {} has 0 batches",
+                args.fixture.display()
+            ),
+        }
+    }
+
+    let machine = Machine::probe();
+    let build = Build::probe();
+    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
+    print_header(
+        &args.fixture,
+        &manifest,
+        batches_replayed,
+        &machine,
+        &build,
+        &plans,
+    );
+    if args.non_durable {
+        eprintln!("--non-durable: only redb honours it; the other backends stay durable");
+    }
+
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    let mut not_started = Vec::new();
+    // Database directories another user swapped during the run: the run fails.
+    let mut replaced = Vec::new();
+    for plan in &plans {
+        if interrupt.is_set() {
+            not_started.push(plan.backend.name().to_string());
+            continue;
+        }
+        let db = plan
+            .root
+            .join(db_name(plan.backend, std::process::id(), started_unix_s));
+        if db.exists() {
+            bail!(
+                "{} already exists; remove it with `slasher-bench clean {}` or choose another \
+                 --db-dir",
+                db.display(),
+                plan.root.display()
+            );
+        }
+        let db_dir = DbDir::create(&db, plan.backend)
+            .with_context(|| format!("creating the database directory {}", db.display()))?;
+        let result_file = out.join(format!(".child-{}.json", plan.backend));
+        eprintln!("== {} in {}", plan.backend, db.display());
+        let outcome = run_backend_child(
+            exe,
+            args,
+            plan,
+            &db,
+            &result_file,
+            batches_replayed,
+            &interrupt,
+        );
+        match outcome {
+            Ok(ChildOutcome::Done(result)) => {
+                eprintln!(
+                    "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s{}",
+                    result.name,
+                    result.first_batch_ms,
+                    result.median_batch_ms,
+                    result.p99_batch_ms,
+                    result.max_batch_ms,
+                    result.total_s,
+                    if result.interrupted {
+                        format!(
+                            " (interrupted after {} of {batches_replayed} batches)",
+                            result.batches.len()
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                results.push(*result);
+            }
+            Ok(ChildOutcome::Failed(error, partial)) => {
+                eprintln!("   {}: FAILED: {error}", plan.backend);
+                failures.push(Failure {
+                    backend: plan.backend.name().into(),
+                    error,
+                });
+                if let Some(row) = partial {
+                    eprintln!(
+                        "   {}: kept the {} batches it finished (a partial row)",
+                        row.name,
+                        row.batches.len()
+                    );
+                    results.push(*row);
+                }
+            }
+            Err(e) => {
+                let _ = db_dir.remove();
+                return Err(e);
+            }
+        }
+        // An interrupted run keeps nothing behind, whatever --keep-db says.
+        if interrupt.is_set() || !args.keep_db {
+            if let Err(e) = db_dir.remove() {
+                eprintln!("warning: {}", crate::errors::chain_text(&e));
+                if e.is::<DbReplaced>() {
+                    replaced.push(db.display().to_string());
+                }
+            }
+        }
+    }
+
+    let rows: Vec<&BackendResult> = results.iter().collect();
+    let correctness = report::correctness(&rows);
+    let interrupted_by = interrupt.is_set().then(|| interrupt.signal_name());
+    let run = Run {
+        started_unix_s,
+        command: std::env::args().collect(),
+        fixture: FixtureInfo::new(&args.fixture, &manifest, batch_count, batches_replayed)?,
+        slasher_config: SlasherConfigInfo {
+            chunk_size: config.chunk_size,
+            validator_chunk_size: config.validator_chunk_size,
+            history_length: config.history_length,
+            attestation_root_cache_size: config.attestation_root_cache_size.get(),
+            max_db_size_mbs: config.max_db_size_mbs,
+            durability_requested: durability_name(config.durability).into(),
+            tile_codec: config.tile_codec.name().into(),
+            update_period_s: args.settings.update_period,
+        },
+        machine,
+        build,
+        notes: measurement_notes(),
+        backends: results,
+        failures,
+        correctness,
+        interrupted: interrupted_by.is_some(),
+        interrupted_by: interrupted_by.map(str::to_string),
+        not_started,
+    };
+    let report = Report {
+        schema: report::REPORT_SCHEMA.into(),
+        generated_by: crate::TOOL.into(),
+        runs: vec![run],
+    };
+    if out.join("report.json").exists() {
+        eprintln!(
+            "note: replacing the report of an earlier run in {}",
+            out.display()
+        );
+    }
+    let written = report::write_outputs(&report, &out)?;
+    print!("{}", report::summary_table(&report));
+    for f in &written {
+        println!("wrote {}", f.display());
+    }
+    let run = report.runs.first().ok_or_else(|| anyhow!("no run"))?;
+    if !replaced.is_empty() {
+        bail!(
+            "database directories were replaced during the run and were not removed through the \
+             replacement: {} (report in {})",
+            replaced.join(", "),
+            out.display()
+        );
+    }
+    if interrupted_by.is_some() {
+        let done: Vec<String> = run
+            .backends
+            .iter()
+            .map(|r| format!("{} {} batches", r.name, r.batches.len()))
+            .collect();
+        return Err(Interrupted {
+            signal: interrupt.signal_name(),
+            detail: format!(
+                "report of the batches done ({}) in {}",
+                if done.is_empty() {
+                    "none".to_string()
+                } else {
+                    done.join(", ")
+                },
+                out.display()
+            ),
+        }
+        .into());
+    }
+    if let Some(d) = &run.correctness.first_difference {
+        bail!("correctness gate failed: {d} (report in {})", out.display());
+    }
+    if let Some(missed) = report::missing_expected(&report) {
+        bail!(
+            "expected slashings not found: {missed} (report in {})",
+            out.display()
+        );
+    }
+    if !run.failures.is_empty() {
+        let names: Vec<&str> = run.failures.iter().map(|f| f.backend.as_str()).collect();
+        bail!(
+            "backends failed: {} (report in {})",
+            names.join(", "),
+            out.display()
+        );
+    }
+    Ok(())
+}
