@@ -281,12 +281,14 @@ adapters_butter_as_nobody() {
     expect_empty "$dir"
 }
 
-# warn_leftovers: names what the workspace's tests left on the mount (a warning only: the
-# adapters' run above is the one held to an empty directory).
-warn_leftovers() {
+# nothing_left: fails, listing them, if the workspace's tests left anything on the mount (the
+# fresh image starts empty; every test removes the databases it made, read-only snapshots
+# included, also when it fails: DatabaseDirGuard, the tiers' btrfs_dir guard).
+nothing_left() {
     [[ -z $(find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 -printf .) ]] && return 0
-    log "warning: the workspace's tests left these in $BUTTER_BTRFS_DIR:"
-    find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 1 -printf '    %M %u %p\n' | sed -n 1,20p >&2
+    log "the workspace's tests left these in $BUTTER_BTRFS_DIR:"
+    find "$BUTTER_BTRFS_DIR" -mindepth 1 -maxdepth 2 -printf '    %M %u %p\n' | sed -n 1,40p >&2
+    return 1
 }
 
 cargo_steps() {
@@ -306,7 +308,7 @@ cargo_steps() {
     # points, V violations, T s"); they are collected and repeated at the end of the run.
     cargo_phase "cargo test ${PKG_ARGS[*]} (all backends)" \
         keep_tier_lines cargo test "${PKG_ARGS[@]}" -- --show-output
-    warn_leftovers
+    cargo_phase "the workspace's tests left nothing on the mount" nothing_left
     if $ADAPTERS_SELECTED; then
         for b in "${BACKENDS[@]}"; do
             if [[ $b == butter ]]; then
