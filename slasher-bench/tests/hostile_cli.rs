@@ -8,6 +8,7 @@
 //! (uid 65534, through `setpriv`) need root and skip loudly otherwise.
 
 use serde_json::Value;
+use slasher_adapters::DatabaseDirGuard;
 use slasher_bench::fixture::{FixtureReader, FixtureWriter};
 use std::fs;
 use std::io::Write as _;
@@ -67,13 +68,15 @@ fn scratch(prefix: &str) -> tempfile::TempDir {
     dir
 }
 
-fn btrfs_scratch(root: &Path, prefix: &str) -> tempfile::TempDir {
+/// A scratch directory on btrfs, removed with every database in it, read-only snapshots
+/// included, when the test ends or fails.
+fn btrfs_scratch(root: &Path, prefix: &str) -> DatabaseDirGuard {
     let dir = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in(root)
         .expect("scratch dir on btrfs");
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod scratch");
-    dir
+    DatabaseDirGuard::new(dir.keep())
 }
 
 fn show(what: &str, out: &Output) {

@@ -13,6 +13,7 @@ use serde_json::Value;
 use slasher_adapters::slasher::{
     BeaconBlockHeader, Hash256, ProposerSlashing, SignedBeaconBlockHeader,
 };
+use slasher_adapters::DatabaseDirGuard;
 use slasher_bench::generate::{generate, GenerateOptions};
 use ssz::Encode;
 use std::fmt::Write as _;
@@ -70,10 +71,14 @@ fn a_client_csv_becomes_a_row_beside_the_port() {
     let Some(root) = butter_test_support::btrfs_base("import_client") else {
         return;
     };
-    let work = tempfile::Builder::new()
-        .prefix("import-client-")
-        .tempdir_in(&root)
-        .expect("temp dir");
+    // Removed with its databases, snapshots included, also when the test fails.
+    let work = DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("import-client-")
+            .tempdir_in(&root)
+            .expect("temp dir")
+            .keep(),
+    );
     let w = work.path();
     let fixture = w.join("small.fixture");
     // No injected slashing: the runner's lines below list none.

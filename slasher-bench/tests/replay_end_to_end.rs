@@ -10,6 +10,7 @@ mod common;
 use common::{path, run};
 use serde_json::Value;
 use slasher_adapters::DatabaseBackend;
+use slasher_adapters::DatabaseDirGuard;
 use slasher_bench::fixture::FixtureReader;
 use std::path::{Path, PathBuf};
 
@@ -44,10 +45,14 @@ fn field<'a>(v: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn replay_end_to_end() {
     let Some(root) = btrfs_dir() else { return };
-    let work = tempfile::Builder::new()
-        .prefix("replay-e2e-")
-        .tempdir_in(&root)
-        .expect("temp dir on btrfs");
+    // Removed with its databases, snapshots included, also when the test fails.
+    let work = DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("replay-e2e-")
+            .tempdir_in(&root)
+            .expect("temp dir on btrfs")
+            .keep(),
+    );
     let fixture = generate(work.path());
     let batch_count = FixtureReader::open(&fixture)
         .expect("fixture")

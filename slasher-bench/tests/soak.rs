@@ -5,6 +5,7 @@
 //! factor over the run. The full soak is a documented command (docs/benchmarks.md).
 
 use serde_json::Value;
+use slasher_adapters::DatabaseDirGuard;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_slasher-bench");
@@ -19,10 +20,14 @@ fn soak_stays_bounded_across_wrap_arounds() {
     else {
         return;
     };
-    let work = tempfile::Builder::new()
-        .prefix("soak-")
-        .tempdir_in(&base)
-        .expect("temp dir on btrfs");
+    // Removed with its databases, snapshots included, also when the test fails.
+    let work = DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("soak-")
+            .tempdir_in(&base)
+            .expect("temp dir on btrfs")
+            .keep(),
+    );
     let out = work.path().join("out");
     let dbs = work.path().join("dbs");
     std::fs::create_dir(&dbs).expect("mkdir");
