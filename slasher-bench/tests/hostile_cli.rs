@@ -79,6 +79,16 @@ fn btrfs_scratch(root: &Path, prefix: &str) -> DatabaseDirGuard {
     DatabaseDirGuard::new(dir.keep())
 }
 
+/// The start of a two-user test: a scratch directory on btrfs (see [`btrfs_scratch`]), or
+/// `None` (after a SKIP line outside CI) without a btrfs directory or a second user.
+fn scratch_for_two_users(test: &str, prefix: &str) -> Option<DatabaseDirGuard> {
+    let root = btrfs_dir(test)?;
+    if !can_run_as_nobody(test) {
+        return None;
+    }
+    Some(btrfs_scratch(&root, prefix))
+}
+
 fn show(what: &str, out: &Output) {
     eprintln!(
         "$ {what}\n--- status {}\n--- stdout\n{}--- stderr\n{}",
@@ -350,11 +360,9 @@ fn finding4_children_die_with_their_parent() {
 #[test]
 fn finding4_clean_removes_leftover_snapshots_as_their_unprivileged_owner() {
     let test = "finding4_clean_removes_leftover_snapshots";
-    let Some(root) = btrfs_dir(test) else { return };
-    if !can_run_as_nobody(test) {
+    let Some(work) = scratch_for_two_users(test, "hostile-clean-") else {
         return;
-    }
-    let work = btrfs_scratch(&root, "hostile-clean-");
+    };
     let db = work.path().join("db");
     let out = work.path().join("out");
     for dir in [&db, &out] {
@@ -915,11 +923,9 @@ fn signal(pid: u32, name: &str) {
 #[test]
 fn issue47_hole1_swapped_database_directory_is_not_followed() {
     let test = "issue47_hole1_swapped_database_directory";
-    let Some(root) = btrfs_dir(test) else { return };
-    if !can_run_as_nobody(test) {
+    let Some(work) = scratch_for_two_users(test, "hostile-swap-") else {
         return;
-    }
-    let work = btrfs_scratch(&root, "hostile-swap-");
+    };
     let w = work.path();
     let private = w.join("private");
     fs::create_dir(&private).unwrap();
@@ -983,11 +989,9 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
 #[test]
 fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
     let test = "issue47_hole2_planted_report_symlink";
-    let Some(root) = btrfs_dir(test) else { return };
-    if !can_run_as_nobody(test) {
+    let Some(work) = scratch_for_two_users(test, "hostile-report-") else {
         return;
-    }
-    let work = btrfs_scratch(&root, "hostile-report-");
+    };
     let w = work.path();
     let precious = w.join("precious.txt");
     fs::write(&precious, b"A's own notes\n").unwrap();
@@ -1052,11 +1056,9 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
 #[test]
 fn issue47_hole3_clean_skips_a_live_runs_database() {
     let test = "issue47_hole3_clean_skips_a_live_run";
-    let Some(root) = btrfs_dir(test) else { return };
-    if !can_run_as_nobody(test) {
+    let Some(work) = scratch_for_two_users(test, "hostile-cleanlive-") else {
         return;
-    }
-    let work = btrfs_scratch(&root, "hostile-cleanlive-");
+    };
     let w = work.path();
     let db = w.join("db");
     fs::create_dir(&db).unwrap();
