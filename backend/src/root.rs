@@ -339,6 +339,21 @@ pub(crate) fn scan(root: &Path) -> Result<RootScan> {
     Ok(scan)
 }
 
+/// Opens the lock file of the database in `dir` for `flock` if it exists (`Ok(None)` if not),
+/// never through a symlink (`ELOOP`) and without blocking on a FIFO put in its place. For
+/// looking at another process's database: the engine's own open creates the file instead.
+pub(crate) fn open_existing_lock(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(LOCK_FILE))
+    {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether a process holds the writer's lock of the database in `dir` (`flock` on its
 /// `butter.lock`, tried without waiting and released at once). `false` if there is no lock
 /// file, or if it is a symlink or not a regular file (which the engine never opens).
@@ -346,14 +361,9 @@ pub(crate) fn scan(root: &Path) -> Result<RootScan> {
 /// # Errors
 /// The lock file exists but cannot be opened or locked for another reason.
 pub fn lock_held(dir: &Path) -> std::io::Result<bool> {
-    let path = dir.join(LOCK_FILE);
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+    let file = match open_existing_lock(dir) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(false),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(false),
         Err(e) => return Err(e),
     };

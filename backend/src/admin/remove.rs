@@ -152,16 +152,11 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
 /// The writer's lock, taken as the engine takes it (`flock` exclusive, not waiting), if the
 /// lock file exists; `None` if it does not (no process has the database open).
 fn take_lock(dir: &Path) -> Result<Option<Flock<File>>> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LOCK_FILE);
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("open lock file", &path, e)),
+    let Some(file) =
+        root::open_existing_lock(dir).map_err(|e| Error::io("open lock file", &path, e))?
+    else {
+        return Ok(None);
     };
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(l) => Ok(Some(l)),

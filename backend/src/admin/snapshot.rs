@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::BlockCache;
-use crate::env::MANIFEST_FILE;
+use crate::env::{MANIFEST_FILE, SEGMENT_TABLE_FORMAT};
 use crate::error::{Error, Result};
 use crate::fs::BtrfsFs;
 use crate::iter::{MemLookup, MergeIter};
@@ -189,7 +189,9 @@ impl Snapshot {
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(parse_gen_name);
-        if name.is_some_and(|g| g != manifest.generation) || manifest.table_format != 0 {
+        if name.is_some_and(|g| g != manifest.generation)
+            || manifest.table_format != SEGMENT_TABLE_FORMAT
+        {
             return Err(Error::corrupted(
                 &manifest_path,
                 format!(

@@ -40,7 +40,7 @@ static NEXT_ENV_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The manifest's table-format code of the segment format, the only one this engine reads
 /// (code 1 was an SQLite-file experiment, measured and removed; see design.md §8).
-const SEGMENT_TABLE_FORMAT: u32 = 0;
+pub(crate) const SEGMENT_TABLE_FORMAT: u32 = 0;
 
 /// Where segment merges run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
