@@ -171,6 +171,9 @@ pub(crate) fn check_kind(path: &Path, kind: Kind) -> Result<bool> {
         match sys::is_subvolume_root(path) {
             Ok(true) => Found::Subvolume,
             Ok(false) => Found::Dir,
+            // Gone between the two looks (a writer deleting an old generation while a
+            // reader without the lock scans): nothing is there, as for the first look.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(Error::io("lstat", path, e)),
         }
     } else {
@@ -300,8 +303,11 @@ pub(crate) fn scan(root: &Path) -> Result<RootScan> {
         let Some(g) = entry.file_name().to_str().and_then(parse_gen_name) else {
             continue;
         };
-        check_kind(&entry.path(), Kind::Subvolume)?;
-        generations.push(g);
+        // Listed but gone by the time it is looked at: only a reader without the lock sees
+        // this (the writer deleted it after a commit), and a gone generation is not one.
+        if check_kind(&entry.path(), Kind::Subvolume)? {
+            generations.push(g);
+        }
     }
     generations.sort_unstable();
     let scan = RootScan {
