@@ -13,6 +13,33 @@ use crate::error::Result;
 use crate::memtable::{self, Memtable};
 use crate::segment::{key_cmp, key_prefix, CacheUse, Entry, Segment, SegmentIter};
 
+/// How many of a table's oldest segments are its partitions: the longest run at the end of
+/// `segments` (newest first) whose key ranges (`range` gives a segment's smallest and largest
+/// key) ascend without overlapping. Their order does not matter to a reader, since no key is
+/// in two of them; at least one when there are segments (design.md §3.1).
+pub(crate) fn partition_count<T>(segments: &[T], range: impl Fn(&T) -> (&[u8], &[u8])) -> usize {
+    let mut n = usize::from(!segments.is_empty());
+    while let (Some(above), Some(below)) = (
+        segments
+            .len()
+            .checked_sub(n + 1)
+            .and_then(|i| segments.get(i)),
+        segments.get(segments.len() - n),
+    ) {
+        if key_cmp(range(above).1, range(below).0).is_lt() {
+            n += 1;
+        } else {
+            break;
+        }
+    }
+    n
+}
+
+/// How many of `segments`' (newest first) oldest are their table's partitions.
+pub(crate) fn partitions(segments: &[Arc<Segment>]) -> usize {
+    partition_count(segments, |s| (&s.min_key, &s.max_key))
+}
+
 /// The memtable side of a merge: its first entry above a bound, which only grows.
 pub(crate) trait MemSource<'a> {
     /// The first entry above `lower` (a deletion has `None` as value).
@@ -86,12 +113,23 @@ impl MergeIter {
 
     /// A merge over `segments` (newest first), from the first key, reading their blocks
     /// through the cache as `cache_use` says.
+    /// A table's partitions are one head, read one after the other: a step compares as many
+    /// heads as the table has upper segments, plus one.
     pub(crate) fn new_using(segments: &[Arc<Segment>], cache_use: CacheUse) -> Self {
+        let parts = partitions(segments);
+        let (upper, run) = segments.split_at(segments.len() - parts);
+        let mut heads: Vec<SegmentIter> = upper.iter().map(|s| s.iter_using(cache_use)).collect();
+        match run {
+            [one] => heads.push(one.iter_using(cache_use)),
+            [] => {}
+            _ => heads.push(SegmentIter::over_run(run.to_vec(), cache_use)),
+        }
+        let unloaded = (0..heads.len()).collect();
         MergeIter {
-            heads: segments.iter().map(|s| s.iter_using(cache_use)).collect(),
+            heads,
             lower: None,
             at_last: Vec::new(),
-            unloaded: (0..segments.len()).collect(),
+            unloaded,
         }
     }
 

@@ -10,7 +10,7 @@ use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
 use crate::iter::{MemLookup, MergeIter};
 use crate::memtable::Memtable;
-use crate::segment::{BlockHint, Segment};
+use crate::segment::{key_cmp, BlockHint, Segment};
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +78,8 @@ fn new_hints(version: &Version) -> Hints {
 struct TableView<'a> {
     mem: Option<&'a Memtable>,
     segments: &'a [Arc<Segment>],
+    /// How many of `segments`' oldest are partitions: a lookup searches them by key.
+    parts: usize,
     /// The segments' lookup hints (none for a table created in the transaction).
     hints: Option<&'a RefCell<Vec<Option<BlockHint>>>>,
 }
@@ -96,7 +98,15 @@ impl<'a> TableView<'a> {
     /// `key`; `None` if none has it.
     fn segment_get<R>(&self, key: &[u8], f: impl Fn(Option<&[u8]>) -> R) -> Result<Option<R>> {
         let mut hints = self.hints.map(RefCell::borrow_mut);
-        for (i, seg) in self.segments.iter().enumerate() {
+        let upper = self.segments.len().saturating_sub(self.parts);
+        // Every upper segment, newest first; then the one partition whose range may hold it.
+        let (above, parts) = self.segments.split_at(upper);
+        let part = parts.partition_point(|s| key_cmp(&s.max_key, key).is_lt());
+        let candidates = above
+            .iter()
+            .enumerate()
+            .chain(parts.get(part).map(|s| (upper + part, s)));
+        for (i, seg) in candidates {
             let mut unhinted = None;
             let hint = hints
                 .as_mut()
@@ -241,6 +251,7 @@ impl<'env> WriteTxn<'env> {
                 .tables
                 .get(index)
                 .map_or(&[], |t| t.segments.as_slice()),
+            parts: self.base.tables.get(index).map_or(0, |t| t.parts),
             hints: self.hints.get(index),
         }
     }
@@ -569,14 +580,11 @@ impl<'env> ReadTxn<'env> {
 
     fn view(&self, t: TableHandle) -> Result<TableView<'_>> {
         let i = table_index(self.env, t, usize::MAX)?;
-        let segments = self
-            .version
-            .tables
-            .get(i)
-            .map_or(&[][..], |t| t.segments.as_slice());
+        let table = self.version.tables.get(i);
         Ok(TableView {
             mem: None,
-            segments,
+            segments: table.map_or(&[][..], |t| t.segments.as_slice()),
+            parts: table.map_or(0, |t| t.parts),
             hints: self.hints.get(i),
         })
     }

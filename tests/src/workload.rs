@@ -20,6 +20,11 @@ pub const MARKER: &[u8] = b"__txn";
 /// Every table the workload may create, and the transaction that creates it.
 pub const TABLES: [(&str, u64); 4] = [(META, 1), ("alpha", 1), ("beta", 4), ("gamma", 8)];
 
+/// Partition and drain-job sizes (`EnvBuilder::merge_sizes`) small enough that the
+/// workload's background merges include drains that write several partitions and take
+/// several jobs, so that the fault tiers sweep those paths too.
+pub const SMALL_MERGES: (u64, u64) = (2 << 10, 8 << 10);
+
 /// Table name → key → value.
 pub type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 

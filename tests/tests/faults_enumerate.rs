@@ -1,6 +1,6 @@
 //! Tier A (`docs/reliability.md` §2): in-process I/O-error enumeration.
 //!
-//! A fixed workload (open, 12 transactions creating tables mid-way, merging segments and
+//! A fixed workload (open, 14 transactions creating tables mid-way, merging segments and
 //! writing tombstones) runs over `FaultyFs`, a wrapper of the real btrfs `Fs` that fails its
 //! N-th side-effecting operation. N is swept over every operation of the workload, for four
 //! fault kinds: EIO once, ENOSPC once, EIO from N on (a disk gone bad), and EIO reported after
@@ -22,10 +22,10 @@ use std::time::Instant;
 use butter_db::fs::{FaultPlan, FaultTiming, FaultyFs};
 use butter_db::{Compaction, Env, Error};
 use butter_tests::harness::{btrfs_dir, remove_db_dir};
-use butter_tests::workload::{butter_apply, butter_state, Workload};
+use butter_tests::workload::{butter_apply, butter_state, Workload, SMALL_MERGES};
 
 /// Transactions the faulty run attempts; the workload has two more for the reopen check.
-const TXNS: u64 = 12;
+const TXNS: u64 = 14;
 const SEED: u64 = 0x0007_b077_e2db;
 
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +112,7 @@ fn check_case(
     // every run and are swept like the commit's own.
     match Env::builder(dir)
         .compaction(Compaction::BackgroundWaited)
+        .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
         .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
         .open()
     {
@@ -185,18 +186,26 @@ fn fail_every_operation() {
     let healthy = base.join("healthy");
     let env = Env::builder(&healthy)
         .compaction(Compaction::BackgroundWaited)
+        .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
         .open()
         .expect("open");
-    let mut merges = 0;
+    let (mut merges, mut most_files) = (0, 0);
     for i in 1..=TXNS {
-        merges += butter_apply(&env, wl.txn(i))
-            .expect("commit")
-            .merges_installed;
+        let info = butter_apply(&env, wl.txn(i)).expect("commit");
+        merges += info.merges_installed;
+        most_files = most_files.max(info.merge_files);
     }
     drop(env);
     remove_db_dir(&healthy);
-    println!("background merges swapped in by the healthy run: {merges}");
+    println!(
+        "background merges swapped in by the healthy run: {merges}; most files one wrote: \
+         {most_files}"
+    );
     assert!(merges > 0, "the workload makes no background merge");
+    assert!(
+        most_files > 1,
+        "no background merge wrote several partitions: the drain paths are not swept"
+    );
     let t0 = Instant::now();
     let mut points = 0u64;
     let mut violations: Vec<String> = Vec::new();

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
+use crate::iter::partitions;
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
 use crate::root::{self, gen_name, Kind};
@@ -15,8 +16,8 @@ use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder};
 use super::compaction;
 use super::merge::merge_into;
 use super::{
-    broken_ack_before_snapshot, fail_point, CommitInfo, Env, TableVersion, Version, WriterState,
-    MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
+    broken_ack_before_snapshot, fail_point, CommitInfo, Compaction, Env, TableVersion, Version,
+    WriterState, MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
 };
 
 const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
@@ -90,6 +91,7 @@ impl Env {
         tables.extend(new_tables.iter().map(|n| TableVersion {
             name: n.clone(),
             segments: vec![],
+            parts: 0,
         }));
         let mut draft = Draft {
             generation,
@@ -129,7 +131,13 @@ impl Env {
     fn step1_install_merge(&self, writer: &mut WriterState, draft: &mut Draft) -> Result<()> {
         if let Some(job) = writer.merge.take() {
             if self.compaction.waits_for_merges() || job.handle.is_finished() {
-                self.install_merge(job, &mut draft.tables, &mut draft.retired, &mut draft.info)?;
+                self.install_merge(
+                    writer,
+                    job,
+                    &mut draft.tables,
+                    &mut draft.retired,
+                    &mut draft.info,
+                )?;
             } else {
                 writer.merge = Some(job);
             }
@@ -152,13 +160,20 @@ impl Env {
             if mem.is_empty() {
                 continue;
             }
-            // Segments a running background merge reads are not merged here.
-            let free = match &writer.merge {
-                Some(job) if job.table == i => job.position_in(&table.segments),
-                _ => None,
-            }
-            .unwrap_or(table.segments.len());
-            let lens = compaction::file_lens(&table.segments);
+            // A commit merges only upper segments (a table's partitions, when it has several,
+            // are left to drains) and none that background work reads.
+            let upper = match self.compaction {
+                Compaction::Inline => table.segments.len(),
+                _ => match partitions(&table.segments) {
+                    1 => table.segments.len(),
+                    n => table.segments.len() - n,
+                },
+            };
+            let free = writer
+                .first_pinned(i, &table.segments)
+                .unwrap_or(upper)
+                .min(upper);
+            let lens = compaction::file_lens(table.segments.get(..upper).unwrap_or_default());
             let merge = compaction::commit_merge_count(self.compaction, mem.bytes(), &lens, free);
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
@@ -256,9 +271,13 @@ impl Env {
     /// Step 6: publish the new version in memory, evict merged-away segments from the cache,
     /// and start the next background merge if one is due. Cannot fail.
     fn step6_publish(&self, writer: &mut WriterState, base: &Version, draft: Draft) -> CommitInfo {
+        let mut tables = draft.tables;
+        for t in &mut tables {
+            t.parts = partitions(&t.segments);
+        }
         let version = Arc::new(Version {
             generation: draft.generation,
-            tables: draft.tables,
+            tables,
         });
         *self.current.write() = version.clone();
         self.old_generations.lock().push(base.generation);

@@ -19,14 +19,21 @@ const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
 const COMMIT_MERGE_BUDGET: u64 = 4;
 /// A run of newer segments is merged into an older one once it is at least 1/RATIO its size.
 const MERGE_RATIO: u64 = 2;
-/// A table whose newer segments hold at least 1/SPACE_RATIO of its oldest segment's bytes is
-/// merged whole in the background, which drops what the newer segments delete or overwrite in
-/// the oldest. The tiered rule alone lets a table whose live data no longer grows carry up to
-/// 1/MERGE_RATIO of it in dead bytes (design.md §3.1).
+/// A table whose upper segments hold at least 1/SPACE_RATIO of its partitions' bytes is
+/// drained into them in the background, which drops what the upper segments delete or
+/// overwrite there. The tiered rule alone lets a table whose live data no longer grows carry
+/// up to 1/MERGE_RATIO of it in dead bytes (design.md §3.1).
 const SPACE_RATIO: u64 = 4;
-/// The space rule leaves tables alone whose newer segments hold less than this: rewriting a
+/// The space rule leaves tables alone whose upper segments hold less than this: rewriting a
 /// small table's oldest segment after every commit that touches it frees next to nothing.
 const SPACE_MIN_BYTES: u64 = 4 << 20;
+/// A drain writes its output as partitions of about this many bytes (the last of a job's may
+/// be smaller); `EnvBuilder::merge_sizes` changes it in tests.
+pub(super) const PARTITION_BYTES: u64 = 64 << 20;
+/// One drain job takes partitions while their bytes stay within this (at least one): what any
+/// one background merge reads of a table's partitions and writes of them, however large the
+/// table grows.
+pub(super) const DRAIN_JOB_BYTES: u64 = 256 << 20;
 
 /// The file lengths of `segments`, in their order (newest first).
 pub(super) fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
@@ -56,20 +63,40 @@ pub(super) fn commit_merge_count(
     }
 }
 
-/// The background merge due next, as (table index, number of newest segments to merge): the
-/// whole of a table due by the space rule, the one whose newer segments are the largest share
-/// of its oldest; otherwise the run in the table with the most segments among those where the
-/// tiered rule, started from the newest segment, merges at least two. `tables` holds each
-/// table's file lengths, newest first.
-pub(super) fn next_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
-    space_merge(tables).or_else(|| tiered_background_merge(tables))
+/// A table as the background policy sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Shape {
+    /// File lengths of the segments above its partitions, newest first (those a drain would
+    /// take; while a drain runs, those above the drained ones).
+    pub(super) upper: Vec<u64>,
+    /// Bytes of its partitions (the run of key-disjoint segments at its bottom).
+    pub(super) base: u64,
 }
 
-/// The tiered part of [`next_background_merge`].
-fn tiered_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
-    // (table index, segments to merge, the table's segment count)
+/// The background work due next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Merge the `n` newest segments of `table` into one.
+    Tiered { table: usize, n: usize },
+    /// Drain `table`'s upper segments into its partitions.
+    Drain { table: usize },
+}
+
+/// The background merge due next: a drain of the table whose upper segments are the largest
+/// share of its partitions, among those due ([`drain_due`]); otherwise the tiered rule's run
+/// in the table with the most upper segments, among those where it merges at least two.
+pub(super) fn next_background_merge(tables: &[Shape]) -> Option<Next> {
+    drain_due(tables)
+        .map(|table| Next::Drain { table })
+        .or_else(|| tiered_background_merge(tables))
+}
+
+/// The tiered part of [`next_background_merge`] (upper segments only).
+pub(super) fn tiered_background_merge(tables: &[Shape]) -> Option<Next> {
+    // (table index, segments to merge, the table's upper segment count)
     let mut best: Option<(usize, usize, usize)> = None;
-    for (i, lens) in tables.iter().enumerate() {
+    for (i, shape) in tables.iter().enumerate() {
+        let lens = &shape.upper;
         let Some((&first, rest)) = lens.split_first() else {
             continue;
         };
@@ -78,30 +105,46 @@ fn tiered_background_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
             best = Some((i, n + 1, lens.len()));
         }
     }
-    best.map(|(table, n, _)| (table, n))
+    best.map(|(table, n, _)| Next::Tiered { table, n })
 }
 
-/// The space rule of [`next_background_merge`]: (table index, all its segments) for the table
-/// whose newer segments' bytes are the largest share of its oldest segment's, among those
-/// where they are at least 1/SPACE_RATIO of it and at least SPACE_MIN_BYTES.
-fn space_merge(tables: &[Vec<u64>]) -> Option<(usize, usize)> {
-    // (table index, segment count, newer bytes, oldest bytes)
-    let mut best: Option<(usize, usize, u64, u64)> = None;
-    for (i, lens) in tables.iter().enumerate() {
-        let Some((&oldest, newer)) = lens.split_last() else {
-            continue;
-        };
-        let newer: u64 = newer.iter().sum();
-        let due = newer >= SPACE_MIN_BYTES && newer.saturating_mul(SPACE_RATIO) >= oldest;
-        // newer / oldest > best_newer / best_oldest, without dividing.
-        let larger = |&(_, _, n, o): &(usize, usize, u64, u64)| {
-            u128::from(newer) * u128::from(o) > u128::from(n) * u128::from(oldest)
+/// The table to drain, if any: among those whose upper segments hold at least 1/MERGE_RATIO
+/// of their partitions' bytes (the tiered rule's step, for young tables), or at least
+/// 1/SPACE_RATIO of them and SPACE_MIN_BYTES (the space rule, which drops what the upper
+/// segments delete or overwrite), the one where that share is largest.
+fn drain_due(tables: &[Shape]) -> Option<usize> {
+    // (table index, upper bytes, base bytes)
+    let mut best: Option<(usize, u64, u64)> = None;
+    for (i, shape) in tables.iter().enumerate() {
+        let upper: u64 = shape.upper.iter().sum();
+        let base = shape.base;
+        let due = upper > 0
+            && (upper.saturating_mul(MERGE_RATIO) >= base
+                || (upper >= SPACE_MIN_BYTES && upper.saturating_mul(SPACE_RATIO) >= base));
+        // upper / base > best_upper / best_base, without dividing.
+        let larger = |&(_, u, b): &(usize, u64, u64)| {
+            u128::from(upper) * u128::from(b) > u128::from(u) * u128::from(base)
         };
         if due && best.as_ref().is_none_or(larger) {
-            best = Some((i, lens.len(), newer, oldest));
+            best = Some((i, upper, base));
         }
     }
-    best.map(|(table, n, _, _)| (table, n))
+    best.map(|(table, _, _)| table)
+}
+
+/// How many partitions (file lengths `lens`, in key order) one drain job takes from the first:
+/// while their bytes stay within `job_bytes`, and at least one.
+pub(super) fn drain_job_len(lens: &[u64], job_bytes: u64) -> usize {
+    let mut total = 0u64;
+    let mut n = 0;
+    for &len in lens {
+        total = total.saturating_add(len);
+        if n > 0 && total > job_bytes {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 /// The tiered merge rule: how many of the newest segments (file lengths `lens`) to merge,
@@ -166,6 +209,17 @@ mod tests {
         );
     }
 
+    /// Shapes of tables with huge partitions (no drain due), for the tiered rule.
+    fn uppers(tables: &[Vec<u64>]) -> Vec<Shape> {
+        tables
+            .iter()
+            .map(|upper| Shape {
+                upper: upper.clone(),
+                base: 1 << 50,
+            })
+            .collect()
+    }
+
     #[test]
     fn the_background_merges_the_table_with_the_most_segments_among_those_due() {
         let tables = vec![
@@ -174,41 +228,79 @@ mod tests {
             vec![50, 60, 200, 5_000], // due, and the most segments: 50+60, +200, stops at 5,000
             vec![],                   // empty tables are skipped
         ];
-        assert_eq!(next_background_merge(&tables), Some((2, 3)));
-        assert_eq!(next_background_merge(&tables[..2]), Some((0, 2)));
-        assert_eq!(next_background_merge(&[vec![10, 1_000], vec![7]]), None);
+        let tiered = |table, n| Some(Next::Tiered { table, n });
+        assert_eq!(next_background_merge(&uppers(&tables)), tiered(2, 3));
+        assert_eq!(next_background_merge(&uppers(&tables[..2])), tiered(0, 2));
+        assert_eq!(
+            next_background_merge(&uppers(&[vec![10, 1_000], vec![7]])),
+            None
+        );
         // Over MAX_SEGMENTS_PER_TABLE the rule merges even segments that are not due: with
-        // one segment fewer nothing is due here, with one more the two newest are merged (the
-        // tables are too small for the space rule).
+        // one segment fewer nothing is due here, with one more the two newest are merged.
         let table = |n: usize| {
             let mut lens = vec![1, 1_000];
             lens.extend(std::iter::repeat_n(100_000, n - 2));
-            vec![lens]
+            uppers(&[lens])
         };
         assert_eq!(next_background_merge(&table(MAX_SEGMENTS_PER_TABLE)), None);
         assert_eq!(
             next_background_merge(&table(MAX_SEGMENTS_PER_TABLE + 1)),
-            Some((0, 2))
+            tiered(0, 2)
         );
     }
 
     #[test]
-    fn a_table_whose_newer_segments_reach_a_quarter_of_its_oldest_is_merged_whole_first() {
+    fn a_table_is_drained_once_its_upper_segments_reach_half_or_a_large_quarter_of_its_partitions()
+    {
         const M: u64 = 1 << 20;
-        // Newer 16 MiB × 4 < 80 MiB, and 2 × 4 MiB < 12 MiB: nothing is due.
-        let none = vec![4 * M, 12 * M, 80 * M];
+        let shape = |upper: &[u64], base| Shape {
+            upper: upper.to_vec(),
+            base,
+        };
+        // Upper 16 MiB × 4 < 80 MiB, and 2 × 4 MiB < 12 MiB: nothing is due.
+        let none = shape(&[4 * M, 12 * M], 80 * M);
         assert_eq!(next_background_merge(std::slice::from_ref(&none)), None);
-        // Newer 20 MiB × 4 ≥ 80 MiB: merged whole, although the tiered rule would stop at 80.
-        let space = vec![8 * M, 12 * M, 80 * M];
+        // Upper 20 MiB × 4 ≥ 80 MiB: drained, although the tiered rule has nothing to do.
+        let space = shape(&[8 * M, 12 * M], 80 * M);
         // A tiered merge due in a table with more segments: 2 × 10 ≥ 15, then 2 × 25 < 100.
-        let tiered = vec![10, 15, 100, 1_000];
+        let tiered = shape(&[10, 15, 100], 1_000_000);
+        let drain = |table| Some(Next::Drain { table });
         let tables = [none.clone(), space.clone(), tiered.clone()];
-        assert_eq!(next_background_merge(&tables), Some((1, 3)));
-        assert_eq!(next_background_merge(&[none, tiered]), Some((1, 2)));
-        // Of two tables due, the one whose newer segments are the larger share of its oldest.
-        let larger = vec![30 * M, 80 * M];
-        assert_eq!(next_background_merge(&[space, larger]), Some((1, 2)));
-        // Small tables are left to the tiered rule: 1 MiB × 4 ≥ 3 MiB, but 1 MiB is too little.
-        assert_eq!(next_background_merge(&[vec![M, 3 * M], vec![80 * M]]), None);
+        assert_eq!(next_background_merge(&tables), drain(1));
+        assert_eq!(
+            next_background_merge(&[none, tiered]),
+            Some(Next::Tiered { table: 1, n: 2 })
+        );
+        // Of two tables due, the one whose upper segments are the larger share.
+        let larger = shape(&[30 * M], 80 * M);
+        assert_eq!(next_background_merge(&[space, larger]), drain(1));
+        // A small table is drained once its upper segments reach half its partitions (the
+        // tiered rule's step); below that, 1 MiB × 4 ≥ 3 MiB is too little for the space rule.
+        assert_eq!(next_background_merge(&[shape(&[M], 3 * M)]), None);
+        assert_eq!(next_background_merge(&[shape(&[M], 2 * M)]), drain(0));
+        // Nothing above the partitions: nothing to drain.
+        assert_eq!(next_background_merge(&[shape(&[], 0)]), None);
+    }
+
+    #[test]
+    fn a_drain_job_takes_partitions_up_to_its_budget_and_at_least_one() {
+        assert_eq!(drain_job_len(&[100, 100, 100], 250), 2);
+        assert_eq!(drain_job_len(&[100, 100, 100], 300), 3);
+        assert_eq!(drain_job_len(&[1_000, 10], 250), 1);
+        assert_eq!(drain_job_len(&[], 250), 0);
+    }
+
+    #[test]
+    fn the_partitions_are_the_ascending_disjoint_run_at_the_bottom() {
+        let count =
+            |ranges: &[(&[u8], &[u8])]| crate::iter::partition_count(ranges, |&(lo, hi)| (lo, hi));
+        assert_eq!(count(&[]), 0);
+        assert_eq!(count(&[(b"a", b"z")]), 1);
+        // Newest first: an upper segment over everything, then three partitions in key order.
+        let table: [(&[u8], &[u8]); 4] = [(b"a", b"z"), (b"a", b"f"), (b"g", b"m"), (b"n", b"z")];
+        assert_eq!(count(&table), 3);
+        // Touching ranges overlap (a key in both), and descending ones are not a run.
+        assert_eq!(count(&[(b"a", b"g"), (b"g", b"m")]), 1);
+        assert_eq!(count(&[(b"n", b"z"), (b"a", b"f")]), 1);
     }
 }

@@ -29,7 +29,7 @@ use crate::fs::{BtrfsFs, Fs};
 use crate::root::LOCK_FILE;
 use crate::segment::{self, Segment};
 
-use job::MergeJob;
+use job::{Drain, MergeJob};
 
 /// Name of the manifest inside `live/` and every `gen-N/`.
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
@@ -96,6 +96,8 @@ pub struct CommitInfo {
     pub merges_installed: usize,
     /// Bytes of the segments those merges wrote.
     pub merged_bytes: u64,
+    /// Segment files those merges wrote (a drain job writes one per partition).
+    pub merge_files: usize,
 }
 
 /// Options for opening an [`Env`].
@@ -106,6 +108,9 @@ pub struct EnvBuilder {
     block_cache_bytes: Option<usize>,
     compaction: Compaction,
     group_access: bool,
+    /// (partition bytes, drain job bytes), `compaction::PARTITION_BYTES` and
+    /// `DRAIN_JOB_BYTES` unless a test sets them.
+    merge_sizes: (u64, u64),
     fs: Arc<dyn Fs>,
 }
 
@@ -117,6 +122,7 @@ impl EnvBuilder {
             block_cache_bytes: None,
             compaction: Compaction::Background,
             group_access: false,
+            merge_sizes: (compaction::PARTITION_BYTES, compaction::DRAIN_JOB_BYTES),
             fs: Arc::new(BtrfsFs),
         }
     }
@@ -142,6 +148,15 @@ impl EnvBuilder {
     /// Where segment merges run (default [`Compaction::Background`]).
     pub fn compaction(mut self, compaction: Compaction) -> Self {
         self.compaction = compaction;
+        self
+    }
+
+    /// The size of the partitions drains write and the partition bytes one drain job takes
+    /// (defaults 64 MiB and 256 MiB), so that tests reach many partitions with little data
+    /// (feature `testing` only).
+    #[cfg(feature = "testing")]
+    pub fn merge_sizes(mut self, partition_bytes: u64, drain_job_bytes: u64) -> Self {
+        self.merge_sizes = (partition_bytes.max(1), drain_job_bytes.max(1));
         self
     }
 
@@ -179,6 +194,28 @@ pub(crate) struct Version {
 pub(crate) struct TableVersion {
     pub(crate) name: String,
     pub(crate) segments: Vec<Arc<Segment>>,
+    /// How many of `segments`' oldest are partitions (`iter::partitions`), for lookups to
+    /// search by key. Set when the version is published; a commit's draft lets it go stale.
+    pub(crate) parts: usize,
+}
+
+impl WriterState {
+    /// Where the segments of table `table` that background work reads begin in `segments`
+    /// (the running job's first input, or the drain's first segment): commits merge only
+    /// segments above it.
+    pub(crate) fn first_pinned(&self, table: usize, segments: &[Arc<Segment>]) -> Option<usize> {
+        let job = self
+            .merge
+            .as_ref()
+            .filter(|j| j.table == table)
+            .and_then(|j| segments.iter().position(|s| s.seq == j.first_input));
+        let drain = self
+            .drain
+            .as_ref()
+            .filter(|d| d.table == table)
+            .and_then(|d| job::run_position(segments, &d.upper));
+        job.into_iter().chain(drain).min()
+    }
 }
 
 /// State only the writer touches. Guarded by `Env::writer`; held for a `WriteTxn`'s life.
@@ -191,6 +228,8 @@ pub(crate) struct WriterState {
     next_seq: u64,
     /// The background merge running or finished but not yet swapped in.
     merge: Option<MergeJob>,
+    /// The drain in progress, if any (its jobs run one at a time as `merge`).
+    drain: Option<Drain>,
     /// The last write transaction's memtable value chunks, emptied, for the next one
     /// (`Memtable::recycle_chunks`).
     pub(crate) spare_chunks: Vec<Vec<u8>>,
@@ -211,6 +250,9 @@ pub struct Env {
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
     compaction: Compaction,
+    /// Bytes of the partitions drains write, and of the partitions one drain job takes.
+    partition_bytes: u64,
+    drain_job_bytes: u64,
     /// Permission bits of the files the engine creates (0600, or 0640 with group access).
     pub(crate) file_mode: u32,
     /// Generations deleted since the filesystem was last asked to reclaim them (see
@@ -385,8 +427,11 @@ impl Drop for Env {
         // Wait for a running background merge (it reads this environment's segments) and
         // delete its output; the next open would delete it otherwise.
         if let Some(job) = self.writer.get_mut().merge.take() {
-            let _ = job.handle.join();
-            self.discard_merge_file(&job.work_path);
+            if let Ok(Ok(merged)) = job.handle.join() {
+                for o in merged.outputs {
+                    self.discard_merge_file(&self.compact.join(segment::file_name(o.seq)));
+                }
+            }
         }
     }
 }

@@ -186,6 +186,7 @@ impl Env {
             }
             tables.push(TableVersion {
                 name: t.name.clone(),
+                parts: crate::iter::partitions(&segments),
                 segments,
             });
         }
@@ -204,12 +205,15 @@ impl Env {
             fs,
             cache,
             compaction: b.compaction,
+            partition_bytes: b.merge_sizes.0,
+            drain_job_bytes: b.merge_sizes.1,
             file_mode,
             unreclaimed: AtomicU64::new(0),
             writer: Mutex::new(WriterState {
                 deferred_snapshot: None,
                 next_seq: manifest.next_seq,
                 merge: None,
+                drain: None,
                 spare_chunks: Vec::new(),
             }),
             current: RwLock::new(Arc::new(version)),

@@ -175,6 +175,11 @@ impl<S: SegmentSink> SegmentBuilder<S> {
         self.entries
     }
 
+    /// About the bytes of the file so far (without its index and footer).
+    pub(crate) fn approx_bytes(&self) -> u64 {
+        self.written + self.pending_bytes as u64 + self.block.len() as u64
+    }
+
     /// Append one entry; keys must be strictly ascending (the caller guarantees it). Fails
     /// when the sink fails to take a finished run.
     pub(crate) fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {

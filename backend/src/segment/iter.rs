@@ -11,10 +11,14 @@ use super::reader::{CacheUse, Pos, Segment};
 /// A key and its value (`None` for a tombstone), borrowed from a block.
 pub(crate) type Entry<'a> = (&'a [u8], Option<&'a [u8]>);
 
-/// Sequential iterator over a segment's entries, tombstones included.
+/// Sequential iterator over a segment's entries, tombstones included; or over a table's
+/// partitions (key-disjoint segments in ascending key order) as if they were one segment.
 #[derive(Debug)]
 pub(crate) struct SegmentIter {
-    seg: Arc<Segment>,
+    /// The segment, or the partitions in key order.
+    run: Vec<Arc<Segment>>,
+    /// Which of them `block_index` and `entry` are in.
+    at: usize,
     cache_use: CacheUse,
     block: Option<Arc<Block>>,
     block_index: usize,
@@ -33,10 +37,19 @@ impl SegmentIter {
     pub(crate) fn load(&mut self) -> Result<()> {
         loop {
             if self.block.is_none() {
-                if self.block_index >= self.seg.block_count() {
+                let Some(seg) = self.run.get(self.at) else {
                     return Ok(());
+                };
+                if self.block_index >= seg.block_count() {
+                    if self.at + 1 >= self.run.len() {
+                        return Ok(());
+                    }
+                    // The next partition, from its start.
+                    self.at += 1;
+                    self.block_index = 0;
+                    continue;
                 }
-                self.block = Some(self.seg.block_using(self.block_index, self.cache_use)?);
+                self.block = Some(seg.block_using(self.block_index, self.cache_use)?);
                 self.entry = 0;
             }
             let len = self.block.as_ref().map_or(0, |b| b.len());
@@ -72,15 +85,30 @@ impl SegmentIter {
     /// Move to the first entry whose key is >= `key` (> if `!inclusive`), or to the start if
     /// `key` is `None`.
     pub(crate) fn seek(&mut self, key: Option<&[u8]>, inclusive: bool) -> Result<()> {
-        let pos = match key {
-            None => Some(Pos { block: 0, entry: 0 }),
-            Some(k) => self.seg.seek_ge(k, inclusive)?,
+        // The first segment of the run whose largest key is at or above `key` (above, if
+        // `!inclusive`): no earlier one holds a key that far, and it holds one.
+        let mut at = key.map_or(0, |k| {
+            self.run.partition_point(|s| {
+                let order = super::key_cmp(&s.max_key, k);
+                order.is_lt() || (!inclusive && order.is_eq())
+            })
+        });
+        let mut pos = match (key, self.run.get(at)) {
+            (_, None) => None,
+            (None, Some(_)) => Some(Pos { block: 0, entry: 0 }),
+            (Some(k), Some(seg)) => seg.seek_ge(k, inclusive)?,
         };
+        if pos.is_none() && at + 1 < self.run.len() {
+            // (Cannot happen: its largest key is there.) The next one's start is.
+            at += 1;
+            pos = Some(Pos { block: 0, entry: 0 });
+        }
         match pos {
             Some(p) => {
-                if self.block_index != p.block {
+                if self.block_index != p.block || self.at != at {
                     self.block = None;
                 }
+                self.at = at;
                 self.block_index = p.block;
                 // peek loads the block (and resets `entry` to 0 when it does): set it after.
                 self.peek()?;
@@ -88,7 +116,8 @@ impl SegmentIter {
             }
             None => {
                 self.block = None;
-                self.block_index = self.seg.block_count();
+                self.at = self.run.len().saturating_sub(1);
+                self.block_index = self.run.last().map_or(0, |s| s.block_count());
             }
         }
         Ok(())
@@ -98,8 +127,17 @@ impl SegmentIter {
 impl Segment {
     /// Iterate every entry in key order, reading blocks through the cache as `cache_use` says.
     pub(crate) fn iter_using(self: &Arc<Self>, cache_use: CacheUse) -> SegmentIter {
+        SegmentIter::over_run(vec![self.clone()], cache_use)
+    }
+}
+
+impl SegmentIter {
+    /// Iterate the entries of `run`, key-disjoint segments in ascending key order, one after
+    /// the other, reading blocks through the cache as `cache_use` says.
+    pub(crate) fn over_run(run: Vec<Arc<Segment>>, cache_use: CacheUse) -> SegmentIter {
         SegmentIter {
-            seg: self.clone(),
+            run,
+            at: 0,
             cache_use,
             block: None,
             block_index: 0,
