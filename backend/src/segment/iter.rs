@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::error::Result;
 
 use super::block::Block;
+use super::format::key_cmp;
 use super::reader::{CacheUse, Pos, Segment};
 
 /// A key and its value (`None` for a tombstone), borrowed from a block.
@@ -89,7 +90,7 @@ impl SegmentIter {
         // `!inclusive`): no earlier one holds a key that far, and it holds one.
         let mut at = key.map_or(0, |k| {
             self.run.partition_point(|s| {
-                let order = super::key_cmp(&s.max_key, k);
+                let order = key_cmp(&s.max_key, k);
                 order.is_lt() || (!inclusive && order.is_eq())
             })
         });
