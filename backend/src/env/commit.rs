@@ -160,14 +160,19 @@ impl Env {
             if mem.is_empty() {
                 continue;
             }
-            // A commit merges only upper segments (a table's partitions, when it has several,
-            // are left to drains) and none that background work reads.
+            // A commit merges only upper segments (partitions are left to drains, except a
+            // table's only one while it is smaller than a partition) and none that background
+            // work reads.
+            let parts = partitions(&table.segments);
+            let small = parts == 1
+                && table
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.file_len < self.partition_bytes);
             let upper = match self.compaction {
                 Compaction::Inline => table.segments.len(),
-                _ => match partitions(&table.segments) {
-                    1 => table.segments.len(),
-                    n => table.segments.len() - n,
-                },
+                _ if small => table.segments.len(),
+                _ => table.segments.len() - parts,
             };
             let free = writer
                 .first_pinned(i, &table.segments)

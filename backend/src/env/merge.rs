@@ -68,35 +68,27 @@ impl Env {
             compaction::next_background_merge(&shapes)
         };
         let work = match next {
-            Some(Next::Tiered { table, n }) => {
-                let Some(inputs) = version.tables.get(table).and_then(|t| t.segments.get(..n))
-                else {
-                    return;
-                };
-                (table, WorkKind::Tiered(inputs.to_vec()))
-            }
+            Some(Next::Tiered { table, n }) => version
+                .tables
+                .get(table)
+                .and_then(|t| t.segments.get(..n))
+                .map(|inputs| (table, WorkKind::Tiered(inputs.to_vec()))),
             Some(Next::Drain { table }) => {
-                let Some(t) = version.tables.get(table) else {
-                    return;
-                };
-                let upper = t.segments.len() - partitions(&t.segments);
-                let upper = t.segments.get(..upper).unwrap_or_default();
-                writer.drain = Some(Drain {
-                    table,
-                    upper: upper.iter().map(|s| s.seq).collect(),
-                    cursor: None,
-                });
-                match self.drain_work(writer, version) {
-                    Some(w) => w,
-                    None => return,
+                if let Some(t) = version.tables.get(table) {
+                    let upper = t.segments.len() - partitions(&t.segments);
+                    writer.drain = Some(Drain {
+                        table,
+                        upper: t.segments.iter().take(upper).map(|s| s.seq).collect(),
+                        cursor: None,
+                    });
                 }
+                self.drain_work(writer, version)
             }
-            None => match self.drain_work(writer, version) {
-                Some(w) => w,
-                None => return,
-            },
+            None => self.drain_work(writer, version),
         };
-        self.spawn(writer, work.0, work.1);
+        if let Some((table, kind)) = work {
+            self.spawn(writer, table, kind);
+        }
     }
 
     /// The next job of the running drain, if any; a drain whose segments are no longer where
