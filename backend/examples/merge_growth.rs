@@ -1,6 +1,8 @@
 //! How merges grow with a table: one table shaped like one of the slasher's large ones, filled
-//! to SIZE MiB of live entries and then written on at that size (the history has wrapped), with
-//! the default background merges. Prints one line: what the commits wrote, what the background
+//! to SIZE MiB of live entries and then written on at that size (the history has wrapped).
+//! Merges run in the background, but each commit first waits for the running one
+//! (`Compaction::BackgroundWaited`): the figures are those of a writer whose merges keep up (the
+//! slasher's 12 s between batches), the same on a loaded machine. Prints one line: what the commits wrote, what the background
 //! merges wrote, the largest merge one commit swapped in, the filesystem's peak usage after a
 //! commit (old generations btrfs has not reclaimed yet included) and the table's files at the
 //! end, each over the table's live bytes.
@@ -16,13 +18,14 @@
 //!   commit rewrites one key in 16, spread over the whole range, as the target arrays are
 //!   written. 64 commits after the fill (four rewrites of the whole table).
 //!
-//! `BTRFS_DIR/merge-growth` must not exist; it is removed at the end. Use a fresh filesystem of
+//! `MERGE_GROWTH_TRACE=1` prints each commit's figures to stderr. `BTRFS_DIR/merge-growth`
+//! must not exist; it is removed at the end. Use a fresh filesystem of
 //! its own: the peak is read from the filesystem's usage (`statvfs`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use butter_db::Env;
+use butter_db::{Compaction, Env};
 
 /// Bytes an entry takes in a segment besides its key and value (design.md §1).
 const ENTRY_HEADER: u64 = 6;
@@ -63,11 +66,15 @@ fn main() {
     let dir = PathBuf::from(&base).join("merge-growth");
     assert!(!dir.exists(), "{} exists", dir.display());
     let used_before = fs_used(Path::new(&base));
-    let env = Env::open_path(&dir).expect("open");
+    let env = Env::builder(&dir)
+        .compaction(Compaction::BackgroundWaited)
+        .open()
+        .expect("open");
     let t = env.create_table("t").expect("table");
     let mut tot = Totals::default();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut value = Vec::new();
+    let trace = std::env::var_os("MERGE_GROWTH_TRACE").is_some();
     let mut commit = |f: &mut dyn FnMut(&mut butter_db::WriteTxn<'_>)| {
         let started = Instant::now();
         let mut w = env.begin_write().expect("begin");
@@ -78,6 +85,17 @@ fn main() {
         tot.commit_bytes += info.bytes_written;
         tot.merged_bytes += info.merged_bytes;
         tot.largest_merge = tot.largest_merge.max(info.merged_bytes);
+        if trace {
+            eprintln!(
+                "commit {}: wrote {} KiB, merges installed {} ({} files, {} KiB), {} segments",
+                tot.commits,
+                info.bytes_written >> 10,
+                info.merges_installed,
+                info.merge_files,
+                info.merged_bytes >> 10,
+                env.files().len() - 2
+            );
+        }
         tot.peak_used = tot
             .peak_used
             .max(fs_used(Path::new(&base)).saturating_sub(used_before));

@@ -112,9 +112,8 @@ impl MergeIter {
     }
 
     /// A merge over `segments` (newest first), from the first key, reading their blocks
-    /// through the cache as `cache_use` says.
-    /// A table's partitions are one head, read one after the other: a step compares as many
-    /// heads as the table has upper segments, plus one.
+    /// through the cache as `cache_use` says. A table's partitions are one head, read one after
+    /// the other, so a step compares as many heads as the table has upper segments, plus one.
     pub(crate) fn new_using(segments: &[Arc<Segment>], cache_use: CacheUse) -> Self {
         let parts = partitions(segments);
         let (upper, run) = segments.split_at(segments.len() - parts);
