@@ -83,16 +83,27 @@ pub(super) enum Next {
 }
 
 /// The background merge due next: a drain of the table whose upper segments are the largest
-/// share of its partitions, among those due ([`drain_due`]); otherwise the tiered rule's run
-/// in the table with the most upper segments, among those where it merges at least two.
-pub(super) fn next_background_merge(tables: &[Shape]) -> Option<Next> {
+/// share of its partitions, among those due by bytes ([`drain_due`]); otherwise the tiered
+/// rule's run within `budget` bytes in the table with the most upper segments, among those
+/// where it merges at least two; otherwise a drain of the table with the most upper segments,
+/// among those with more than MAX_SEGMENTS_PER_TABLE of them (their segments are too large
+/// for the budget to merge, so only a drain can take them).
+pub(super) fn next_background_merge(tables: &[Shape], budget: u64) -> Option<Next> {
     drain_due(tables)
-        .map(|table| Next::Drain { table })
-        .or_else(|| tiered_background_merge(tables))
+        .or_else(|| tiered_background_merge(tables, budget))
+        .or_else(|| {
+            let (table, _) = tables
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.upper.len() > MAX_SEGMENTS_PER_TABLE)
+                .max_by_key(|(i, s)| (s.upper.len(), std::cmp::Reverse(*i)))?;
+            Some(Next::Drain { table })
+        })
 }
 
-/// The tiered part of [`next_background_merge`] (upper segments only).
-pub(super) fn tiered_background_merge(tables: &[Shape]) -> Option<Next> {
+/// The tiered part of [`next_background_merge`] (upper segments only, at most `budget` bytes
+/// in all).
+pub(super) fn tiered_background_merge(tables: &[Shape], budget: u64) -> Option<Next> {
     // (table index, segments to merge, the table's upper segment count)
     let mut best: Option<(usize, usize, usize)> = None;
     for (i, shape) in tables.iter().enumerate() {
@@ -101,18 +112,28 @@ pub(super) fn tiered_background_merge(tables: &[Shape]) -> Option<Next> {
             continue;
         };
         let n = tiered_count(first, rest, rest.len(), u64::MAX, MAX_SEGMENTS_PER_TABLE);
-        if n >= 1 && best.is_none_or(|(_, _, len)| lens.len() > len) {
-            best = Some((i, n + 1, lens.len()));
+        // The longest run the rule takes that stays within the budget.
+        let mut total = first;
+        let within = rest
+            .iter()
+            .take(n)
+            .take_while(|&&len| {
+                total = total.saturating_add(len);
+                total <= budget
+            })
+            .count();
+        if within >= 1 && best.is_none_or(|(_, _, len)| lens.len() > len) {
+            best = Some((i, within + 1, lens.len()));
         }
     }
     best.map(|(table, n, _)| Next::Tiered { table, n })
 }
 
-/// The table to drain, if any: among those whose upper segments hold at least 1/MERGE_RATIO
-/// of their partitions' bytes (the tiered rule's step, for young tables), or at least
-/// 1/SPACE_RATIO of them and SPACE_MIN_BYTES (the space rule, which drops what the upper
+/// The table to drain by bytes, if any: among those whose upper segments hold at least
+/// 1/MERGE_RATIO of their partitions' bytes (the tiered rule's step, for young tables), or at
+/// least 1/SPACE_RATIO of them and SPACE_MIN_BYTES (the space rule, which drops what the upper
 /// segments delete or overwrite), the one where that share is largest.
-fn drain_due(tables: &[Shape]) -> Option<usize> {
+fn drain_due(tables: &[Shape]) -> Option<Next> {
     // (table index, upper bytes, base bytes)
     let mut best: Option<(usize, u64, u64)> = None;
     for (i, shape) in tables.iter().enumerate() {
@@ -129,7 +150,7 @@ fn drain_due(tables: &[Shape]) -> Option<usize> {
             best = Some((i, upper, base));
         }
     }
-    best.map(|(table, _, _)| table)
+    best.map(|(table, _, _)| Next::Drain { table })
 }
 
 /// How many partitions (file lengths `lens`, in key order) one drain job takes from the first:
@@ -229,10 +250,16 @@ mod tests {
             vec![],                   // empty tables are skipped
         ];
         let tiered = |table, n| Some(Next::Tiered { table, n });
-        assert_eq!(next_background_merge(&uppers(&tables)), tiered(2, 3));
-        assert_eq!(next_background_merge(&uppers(&tables[..2])), tiered(0, 2));
         assert_eq!(
-            next_background_merge(&uppers(&[vec![10, 1_000], vec![7]])),
+            next_background_merge(&uppers(&tables), u64::MAX),
+            tiered(2, 3)
+        );
+        assert_eq!(
+            next_background_merge(&uppers(&tables[..2]), u64::MAX),
+            tiered(0, 2)
+        );
+        assert_eq!(
+            next_background_merge(&uppers(&[vec![10, 1_000], vec![7]]), u64::MAX),
             None
         );
         // Over MAX_SEGMENTS_PER_TABLE the rule merges even segments that are not due: with
@@ -242,9 +269,12 @@ mod tests {
             lens.extend(std::iter::repeat_n(100_000, n - 2));
             uppers(&[lens])
         };
-        assert_eq!(next_background_merge(&table(MAX_SEGMENTS_PER_TABLE)), None);
         assert_eq!(
-            next_background_merge(&table(MAX_SEGMENTS_PER_TABLE + 1)),
+            next_background_merge(&table(MAX_SEGMENTS_PER_TABLE), u64::MAX),
+            None
+        );
+        assert_eq!(
+            next_background_merge(&table(MAX_SEGMENTS_PER_TABLE + 1), u64::MAX),
             tiered(0, 2)
         );
     }
@@ -259,27 +289,68 @@ mod tests {
         };
         // Upper 16 MiB × 4 < 80 MiB, and 2 × 4 MiB < 12 MiB: nothing is due.
         let none = shape(&[4 * M, 12 * M], 80 * M);
-        assert_eq!(next_background_merge(std::slice::from_ref(&none)), None);
+        assert_eq!(
+            next_background_merge(std::slice::from_ref(&none), u64::MAX),
+            None
+        );
         // Upper 20 MiB × 4 ≥ 80 MiB: drained, although the tiered rule has nothing to do.
         let space = shape(&[8 * M, 12 * M], 80 * M);
         // A tiered merge due in a table with more segments: 2 × 10 ≥ 15, then 2 × 25 < 100.
         let tiered = shape(&[10, 15, 100], 1_000_000);
         let drain = |table| Some(Next::Drain { table });
         let tables = [none.clone(), space.clone(), tiered.clone()];
-        assert_eq!(next_background_merge(&tables), drain(1));
+        assert_eq!(next_background_merge(&tables, u64::MAX), drain(1));
         assert_eq!(
-            next_background_merge(&[none, tiered]),
+            next_background_merge(&[none, tiered], u64::MAX),
             Some(Next::Tiered { table: 1, n: 2 })
         );
         // Of two tables due, the one whose upper segments are the larger share.
         let larger = shape(&[30 * M], 80 * M);
-        assert_eq!(next_background_merge(&[space, larger]), drain(1));
+        assert_eq!(next_background_merge(&[space, larger], u64::MAX), drain(1));
         // A small table is drained once its upper segments reach half its partitions (the
         // tiered rule's step); below that, 1 MiB × 4 ≥ 3 MiB is too little for the space rule.
-        assert_eq!(next_background_merge(&[shape(&[M], 3 * M)]), None);
-        assert_eq!(next_background_merge(&[shape(&[M], 2 * M)]), drain(0));
+        assert_eq!(next_background_merge(&[shape(&[M], 3 * M)], u64::MAX), None);
+        assert_eq!(
+            next_background_merge(&[shape(&[M], 2 * M)], u64::MAX),
+            drain(0)
+        );
         // Nothing above the partitions: nothing to drain.
-        assert_eq!(next_background_merge(&[shape(&[], 0)]), None);
+        assert_eq!(next_background_merge(&[shape(&[], 0)], u64::MAX), None);
+    }
+
+    #[test]
+    fn background_tiered_merges_stay_within_the_budget_and_too_many_large_segments_are_drained() {
+        let shape = |upper: &[u64]| Shape {
+            upper: upper.to_vec(),
+            base: 1 << 50,
+        };
+        // The rule would take all three (100, +150, +300); the budget of 300 stops at two.
+        let three = shape(&[100, 150, 300, 10_000]);
+        assert_eq!(
+            next_background_merge(std::slice::from_ref(&three), u64::MAX),
+            Some(Next::Tiered { table: 0, n: 3 })
+        );
+        assert_eq!(
+            next_background_merge(std::slice::from_ref(&three), 300),
+            Some(Next::Tiered { table: 0, n: 2 })
+        );
+        // Segments each at the budget: no tiered merge fits; with more than
+        // MAX_SEGMENTS_PER_TABLE of them the table is drained instead.
+        let full = |n| shape(&vec![300; n]);
+        assert_eq!(
+            next_background_merge(&[full(MAX_SEGMENTS_PER_TABLE)], 300),
+            None
+        );
+        assert_eq!(
+            next_background_merge(
+                &[
+                    full(MAX_SEGMENTS_PER_TABLE + 1),
+                    full(MAX_SEGMENTS_PER_TABLE + 2)
+                ],
+                300
+            ),
+            Some(Next::Drain { table: 1 })
+        );
     }
 
     #[test]

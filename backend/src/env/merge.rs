@@ -49,9 +49,9 @@ enum WorkKind {
 
 impl Env {
     /// Start the background work due next, called by a commit after publishing when no job
-    /// runs. Without a drain: a drain if one is due (`compaction::next_background_merge`),
-    /// else a tiered merge. During a drain: a tiered merge of the segments above it if one is
-    /// due, else the drain's next job.
+    /// runs. Without a drain: a drain or a tiered merge, as `compaction::next_background_merge`
+    /// says. During a drain: a tiered merge of the segments above it if one is due, else the
+    /// drain's next job. Tiered merges write at most a drain job's budget.
     pub(super) fn start_merge(&self, writer: &mut WriterState, version: &Version) {
         if self.compaction == Compaction::Inline {
             return;
@@ -63,9 +63,9 @@ impl Env {
             .map(|(i, t)| shape(t, writer.drain.as_ref().filter(|d| d.table == i)))
             .collect();
         let next = if writer.drain.is_some() {
-            compaction::tiered_background_merge(&shapes)
+            compaction::tiered_background_merge(&shapes, self.drain_job_bytes)
         } else {
-            compaction::next_background_merge(&shapes)
+            compaction::next_background_merge(&shapes, self.drain_job_bytes)
         };
         let work = match next {
             Some(Next::Tiered { table, n }) => version
