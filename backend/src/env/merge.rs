@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::iter::{partitions, MemWalk, MergeIter};
+use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
 use crate::segment::{self, key_cmp, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
 use crate::sys;
@@ -75,7 +75,7 @@ impl Env {
                 .map(|inputs| (table, WorkKind::Tiered(inputs.to_vec()))),
             Some(Next::Drain { table }) => {
                 if let Some(t) = version.tables.get(table) {
-                    let upper = t.segments.len() - partitions(&t.segments);
+                    let upper = t.segments.len() - t.parts;
                     writer.drain = Some(Drain {
                         table,
                         upper: t.segments.iter().take(upper).map(|s| s.seq).collect(),
@@ -267,7 +267,7 @@ impl Env {
 /// drained ones) and its partitions' bytes.
 fn shape(table: &TableVersion, drain: Option<&Drain>) -> Shape {
     let segs = &table.segments;
-    let parts = partitions(segs);
+    let parts = table.parts;
     let upper_end = drain
         .and_then(|d| run_position(segs, &d.upper))
         .unwrap_or(segs.len() - parts);
@@ -286,6 +286,7 @@ impl Work {
             work: &self,
             builder: None,
             done: Vec::new(),
+            done_bytes: 0,
         };
         let r = match &self.kind {
             WorkKind::Tiered(inputs) => out
@@ -390,6 +391,8 @@ struct Outputs<'w> {
     work: &'w Work,
     builder: Option<(u64, SegmentBuilder<FileSink<'w>>)>,
     done: Vec<Output>,
+    /// Bytes of the files in `done`.
+    done_bytes: u64,
 }
 
 impl<'w> Outputs<'w> {
@@ -429,8 +432,7 @@ impl<'w> Outputs<'w> {
 
     /// Bytes written so far (the file being written: about).
     fn bytes(&self) -> u64 {
-        let done: u64 = self.done.iter().map(|o| o.file_len).sum();
-        done + self.builder.as_ref().map_or(0, |(_, b)| b.approx_bytes())
+        self.done_bytes + self.builder.as_ref().map_or(0, |(_, b)| b.approx_bytes())
     }
 
     fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -466,6 +468,7 @@ impl<'w> Outputs<'w> {
             .fs
             .write_back(&path)
             .map_err(|e| Error::io("write back", &path, e))?;
+        self.done_bytes += file_len;
         self.done.push(Output {
             seq,
             entries,

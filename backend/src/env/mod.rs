@@ -195,7 +195,8 @@ pub(crate) struct TableVersion {
     pub(crate) name: String,
     pub(crate) segments: Vec<Arc<Segment>>,
     /// How many of `segments`' oldest are partitions (`iter::partitions`), for lookups to
-    /// search by key. Set when the version is published; a commit's draft lets it go stale.
+    /// search by key and for the background policy. Set when the version is published; a
+    /// commit's draft lets it go stale.
     pub(crate) parts: usize,
 }
 
