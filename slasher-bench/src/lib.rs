@@ -11,6 +11,7 @@ pub mod clean;
 pub mod client;
 pub mod environment;
 pub mod errors;
+pub mod fill;
 pub mod fixture;
 pub mod generate;
 pub mod import;

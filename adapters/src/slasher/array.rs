@@ -395,16 +395,158 @@ struct Pass<'a, T: RwTransaction> {
     codec: &'a mut TileCodec,
 }
 
-impl<T: RwTransaction> Pass<'_, T> {
-    fn db(&self) -> T::Database {
-        match self.kind {
-            TargetArray::Min => self.dbs.min_targets_db,
-            TargetArray::Max => self.dbs.max_targets_db,
-        }
-    }
+/// Where an array pass finds its tiles: the transaction during a batch ([`Pass`]), memory during
+/// a fill ([`super::array_memory::ChunkArrays`]). The first access to a tile loads it (or a
+/// neutral one); every tile accessed is written back at the end of the pass.
+pub(crate) trait Tiles {
+    /// The tile at `chunk_index` of this pass's array and validator chunk.
+    fn tile(&mut self, chunk_index: usize) -> Result<&mut Chunk, Error>;
+}
 
+/// The epochs whose cells the epoch update of a validator with `current_epochs` entry `prev`
+/// resets: `prev..=current_epoch`, of which only the last H matter (older ones alias the same
+/// cells), so the range is capped at H epochs.
+pub(crate) fn reset_epochs(
+    config: &Config,
+    prev: u64,
+    current_epoch: u64,
+) -> std::ops::RangeInclusive<u64> {
+    let window_start = current_epoch
+        .saturating_add(1)
+        .saturating_sub(config.history_length_u64());
+    prev.max(window_start)..=current_epoch
+}
+
+/// The epoch update of one validator whose `current_epochs` entry is `prev`: its cells of
+/// [`reset_epochs`] become neutral.
+fn reset_validator(
+    tiles: &mut impl Tiles,
+    kind: TargetArray,
+    config: &Config,
+    v: u64,
+    prev: u64,
+    current_epoch: u64,
+) -> Result<(), Error> {
+    for epoch in reset_epochs(config, prev, current_epoch) {
+        tiles
+            .tile(config.chunk_index(epoch))?
+            .set_neutral(kind, v, epoch, config)?;
+    }
+    Ok(())
+}
+
+/// The target stored at the attestation's source epoch, if it conflicts with the attestation
+/// (min: a smaller target with a later source; max: a larger target with an earlier source):
+/// a candidate surround that the caller resolves against the stored attestation.
+pub(crate) fn conflicting_target(
+    tiles: &mut impl Tiles,
+    kind: TargetArray,
+    config: &Config,
+    v: u64,
+    source: u64,
+    target: u64,
+) -> Result<Option<u64>, Error> {
+    let stored = tiles
+        .tile(config.chunk_index(source))?
+        .target(v, source, config)?;
+    let conflict = match kind {
+        TargetArray::Min => target > stored,
+        TargetArray::Max => target < stored,
+    };
+    Ok(conflict.then_some(stored))
+}
+
+/// The walk of one attestation that did not conflict.
+pub(crate) fn walk(
+    tiles: &mut impl Tiles,
+    kind: TargetArray,
+    config: &Config,
+    v: u64,
+    (source, target): (u64, u64),
+    current_epoch: u64,
+) -> Result<(), Error> {
+    match kind {
+        TargetArray::Min => walk_min(tiles, config, v, source, target, current_epoch),
+        TargetArray::Max => walk_max(tiles, config, v, source, target, current_epoch),
+    }
+}
+
+/// Min walk: downwards from `source − 1`, while the new target is smaller than the stored one,
+/// not below `c − (H − 1)`. Only if `source > c − H`.
+fn walk_min(
+    tiles: &mut impl Tiles,
+    config: &Config,
+    v: u64,
+    source: u64,
+    target: u64,
+    c: u64,
+) -> Result<(), Error> {
+    let h = config.history_length_u64();
+    let chunk_size = config.chunk_size as u64;
+    if source <= c.saturating_sub(h) || source == 0 {
+        return Ok(());
+    }
+    let lowest = c.saturating_sub(h - 1);
+    let mut start = source - 1;
+    loop {
+        let chunk = tiles.tile(config.chunk_index(start))?;
+        let mut epoch = start;
+        // Walk this tile; `epoch / C` identifies the tile in absolute epochs.
+        while epoch / chunk_size == start / chunk_size && epoch >= lowest {
+            if target < chunk.target(v, epoch, config)? {
+                chunk.set_target(v, epoch, target, config)?;
+                if epoch == 0 {
+                    return Ok(());
+                }
+                epoch -= 1;
+            } else {
+                return Ok(());
+            }
+        }
+        if epoch < lowest {
+            return Ok(());
+        }
+        // `epoch` is now the last epoch of the previous tile.
+        start = epoch;
+    }
+}
+
+/// Max walk: upwards from `source + 1`, while the new target is larger than the stored one,
+/// not beyond `c`. Only if `source < c`.
+fn walk_max(
+    tiles: &mut impl Tiles,
+    config: &Config,
+    v: u64,
+    source: u64,
+    target: u64,
+    c: u64,
+) -> Result<(), Error> {
+    let chunk_size = config.chunk_size as u64;
+    if source >= c {
+        return Ok(());
+    }
+    let mut start = source + 1;
+    loop {
+        let chunk = tiles.tile(config.chunk_index(start))?;
+        let mut epoch = start;
+        while epoch / chunk_size == start / chunk_size && epoch <= c {
+            if target > chunk.target(v, epoch, config)? {
+                chunk.set_target(v, epoch, target, config)?;
+                epoch += 1;
+            } else {
+                return Ok(());
+            }
+        }
+        if epoch > c {
+            return Ok(());
+        }
+        start = epoch;
+    }
+}
+
+impl<T: RwTransaction> Tiles for Pass<'_, T> {
     /// The tile at `chunk_index`, loading it (or a neutral one) the first time.
-    fn chunk(&mut self, chunk_index: usize) -> Result<&mut Chunk, Error> {
+    fn tile(&mut self, chunk_index: usize) -> Result<&mut Chunk, Error> {
         let db = self.db();
         match self.updated.entry(chunk_index) {
             std::collections::btree_map::Entry::Occupied(e) => Ok(e.into_mut()),
@@ -418,14 +560,19 @@ impl<T: RwTransaction> Pass<'_, T> {
             }
         }
     }
+}
+
+impl<T: RwTransaction> Pass<'_, T> {
+    fn db(&self) -> T::Database {
+        match self.kind {
+            TargetArray::Min => self.dbs.min_targets_db,
+            TargetArray::Max => self.dbs.max_targets_db,
+        }
+    }
 
     /// Reset cells `prev..=current` of every validator of the chunk that has a
-    /// `current_epochs` entry. Only the last H epochs of that range matter (older ones alias
-    /// the same cells), so the loop is capped at H epochs.
+    /// `current_epochs` entry ([`reset_validator`]).
     fn epoch_update(&mut self, current_epoch: u64) -> Result<(), Error> {
-        let window_start = current_epoch
-            .saturating_add(1)
-            .saturating_sub(self.config.history_length_u64());
         for v in self.config.validator_indices_in_chunk(self.vci) {
             let Some(bytes) = self
                 .txn
@@ -434,13 +581,8 @@ impl<T: RwTransaction> Pass<'_, T> {
                 continue;
             };
             let prev = decode_epoch(&bytes, "current epoch")?;
-            let mut epoch = prev.max(window_start);
-            while epoch <= current_epoch {
-                let (kind, config) = (self.kind, self.config);
-                self.chunk(config.chunk_index(epoch))?
-                    .set_neutral(kind, v, epoch, config)?;
-                epoch += 1;
-            }
+            let (kind, config) = (self.kind, self.config);
+            reset_validator(self, kind, config, v, prev, current_epoch)?;
         }
         Ok(())
     }
@@ -452,104 +594,29 @@ impl<T: RwTransaction> Pass<'_, T> {
         record: &AttesterRecord,
         current_epoch: u64,
     ) -> Result<Check, Error> {
-        let source = record.source();
-        let target = record.target();
-        let config = self.config;
-        let stored = self
-            .chunk(config.chunk_index(source))?
-            .target(v, source, config)?;
-        match self.kind {
-            TargetArray::Min if target > stored => {
-                let existing =
-                    get_attestation_for_validator(self.txn, self.dbs, config, v, stored)?;
-                if record.source() < existing.data.source.epoch {
-                    return Ok(Check::Slashable(Box::new(AttesterSlashing {
-                        attestation_1: record.attestation.clone(),
-                        attestation_2: existing,
-                    })));
-                }
+        let (kind, config) = (self.kind, self.config);
+        let vote = (record.source(), record.target());
+        if let Some(stored) = conflicting_target(self, kind, config, v, vote.0, vote.1)? {
+            let existing = get_attestation_for_validator(self.txn, self.dbs, config, v, stored)?;
+            let surrounds = match kind {
+                TargetArray::Min => record.source() < existing.data.source.epoch,
+                TargetArray::Max => existing.data.source.epoch < record.source(),
+            };
+            if !surrounds {
                 return Ok(Check::AlreadyDoubleVoted);
             }
-            TargetArray::Max if target < stored => {
-                let existing =
-                    get_attestation_for_validator(self.txn, self.dbs, config, v, stored)?;
-                if existing.data.source.epoch < record.source() {
-                    return Ok(Check::Slashable(Box::new(AttesterSlashing {
-                        attestation_1: existing,
-                        attestation_2: record.attestation.clone(),
-                    })));
-                }
-                return Ok(Check::AlreadyDoubleVoted);
-            }
-            _ => {}
+            let mine = record.attestation.clone();
+            let (attestation_1, attestation_2) = match kind {
+                TargetArray::Min => (mine, existing),
+                TargetArray::Max => (existing, mine),
+            };
+            return Ok(Check::Slashable(Box::new(AttesterSlashing {
+                attestation_1,
+                attestation_2,
+            })));
         }
-        match self.kind {
-            TargetArray::Min => self.walk_min(v, source, target, current_epoch)?,
-            TargetArray::Max => self.walk_max(v, source, target, current_epoch)?,
-        }
+        walk(self, kind, config, v, vote, current_epoch)?;
         Ok(Check::NotSlashable)
-    }
-
-    /// Min walk: downwards from `source − 1`, while the new target is smaller than the stored
-    /// one, not below `c − (H − 1)`. Only if `source > c − H`.
-    fn walk_min(&mut self, v: u64, source: u64, target: u64, c: u64) -> Result<(), Error> {
-        let h = self.config.history_length_u64();
-        let chunk_size = self.config.chunk_size as u64;
-        if source <= c.saturating_sub(h) || source == 0 {
-            return Ok(());
-        }
-        let lowest = c.saturating_sub(h - 1);
-        let mut start = source - 1;
-        loop {
-            let config = self.config;
-            let chunk_index = config.chunk_index(start);
-            let chunk = self.chunk(chunk_index)?;
-            let mut epoch = start;
-            // Walk this tile; `epoch / C` identifies the tile in absolute epochs.
-            while epoch / chunk_size == start / chunk_size && epoch >= lowest {
-                if target < chunk.target(v, epoch, config)? {
-                    chunk.set_target(v, epoch, target, config)?;
-                    if epoch == 0 {
-                        return Ok(());
-                    }
-                    epoch -= 1;
-                } else {
-                    return Ok(());
-                }
-            }
-            if epoch < lowest {
-                return Ok(());
-            }
-            // `epoch` is now the last epoch of the previous tile.
-            start = epoch;
-        }
-    }
-
-    /// Max walk: upwards from `source + 1`, while the new target is larger than the stored one,
-    /// not beyond `c`. Only if `source < c`.
-    fn walk_max(&mut self, v: u64, source: u64, target: u64, c: u64) -> Result<(), Error> {
-        let chunk_size = self.config.chunk_size as u64;
-        if source >= c {
-            return Ok(());
-        }
-        let mut start = source + 1;
-        loop {
-            let config = self.config;
-            let chunk = self.chunk(config.chunk_index(start))?;
-            let mut epoch = start;
-            while epoch / chunk_size == start / chunk_size && epoch <= c {
-                if target > chunk.target(v, epoch, config)? {
-                    chunk.set_target(v, epoch, target, config)?;
-                    epoch += 1;
-                } else {
-                    return Ok(());
-                }
-            }
-            if epoch > c {
-                return Ok(());
-            }
-            start = epoch;
-        }
     }
 
     /// Write back every tile loaded, in ascending chunk index.

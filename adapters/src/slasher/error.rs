@@ -155,6 +155,11 @@ pub enum Error {
         /// The target epoch.
         target_epoch: u64,
     },
+    /// The in-memory arrays ([`super::array_memory::ChunkArrays`]) met a vote that only a
+    /// database can resolve: a conflict with a stored target, or two votes of one validator in
+    /// one batch.
+    #[error("in-memory target arrays: {0}")]
+    MemoryArrays(String),
 }
 
 impl Error {

@@ -37,6 +37,7 @@
 //!   alias the same cells, so the result is identical).
 
 pub mod array;
+pub mod array_memory;
 pub mod batch_stats;
 pub mod config;
 mod database;
