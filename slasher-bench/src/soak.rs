@@ -87,6 +87,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
         keep_db: false,
         no_progress: args.no_progress,
         sample_every: Some(args.sample_every),
+        fill_epochs: None,
         butter_cache_mib: None,
         settings: args.settings,
         child_result: None,

@@ -22,6 +22,9 @@ use tree_hash::TreeHash;
 
 use super::error::FillError;
 
+/// The seed `replay --fill-epochs` and `fill` use unless told otherwise.
+pub const DEFAULT_SEED: u64 = 1;
+
 /// A regular chain of `epochs` epochs that ends just before `end_epoch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegularChain {

@@ -8,6 +8,6 @@ mod chain;
 mod error;
 pub mod write;
 
-pub use chain::{ChainWalk, RegularChain};
+pub use chain::{ChainWalk, RegularChain, DEFAULT_SEED};
 pub use error::FillError;
 pub use write::{fill, FillReport, COMMIT_BYTES};

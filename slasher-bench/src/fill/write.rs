@@ -43,7 +43,7 @@ pub const COMMIT_BYTES: usize = 64 << 20;
 const CHUNKS_PER_ROUND: u64 = 64;
 
 /// What a fill wrote.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct FillReport {
     /// Batches of the chain the database reflects.
     pub batches: u64,

@@ -43,6 +43,13 @@ pub struct ReplayArgs {
     /// environment variable `BUTTER_DB_CACHE_MIB`.
     #[arg(long)]
     pub butter_cache_mib: Option<usize>,
+    /// Before the measured batches, fill each row's new database with the state the slasher
+    /// leaves after N epochs of a regular chain that ends where the fixture starts (every
+    /// validator of the fixture attesting once an epoch; `slasher-bench fill`). Not timed as
+    /// batches; the row reports how long it took. For the full history window, N = the history
+    /// length (or more, so that the window has wrapped).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub fill_epochs: Option<u64>,
     /// The slasher's settings (Lighthouse's defaults).
     #[command(flatten)]
     pub settings: SlasherSettings,

@@ -8,14 +8,17 @@ use super::settings::SlasherSettings;
 use super::summary::{check_expected, expected_within, summarise, BatchSlashings};
 use crate::clean::DbDir;
 use crate::environment::FsInfo;
+use crate::fill::RegularChain;
 use crate::fixture::{FixtureReader, Manifest};
 use crate::interrupt::Interrupt;
 use crate::measure::{
     btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
     fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
 };
-use crate::report::{BackendResult, BatchRecord, CommitParts, Sample, SlashingsFound};
-use anyhow::{bail, Context};
+use crate::report::{
+    BackendResult, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
+};
+use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use slasher_adapters::slasher::{Config, Slasher};
 use slasher_adapters::timed::Timed;
@@ -35,6 +38,7 @@ pub(super) struct ChildJob<'a> {
     settings: &'a SlasherSettings,
     progress: bool,
     sample_every: Option<u64>,
+    fill_epochs: Option<u64>,
     interrupt: Interrupt,
     /// Where each finished batch is streamed (`partial.rs`).
     stream: PathBuf,
@@ -79,6 +83,7 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         settings: &args.settings,
         progress: !args.no_progress,
         sample_every: args.sample_every,
+        fill_epochs: args.fill_epochs,
         interrupt,
         stream: batches_file(result_file),
     };
@@ -122,22 +127,76 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         .unwrap_or(u64::MAX)
         .min(manifest.contents.batch_count);
     let config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
-    let before = Before::read(job)?;
+    let mut before = Before::read(job)?;
     let opened = open_slasher::<E>(job, &config)?;
-    let mut stream = BatchStream::create(
-        &job.stream,
-        &row_head(
-            job,
-            &opened.name,
-            opened.durable,
-            durability_name(config.durability),
-            opened.open_ms,
-        ),
-    )?;
+    let mut head = row_head(
+        job,
+        &opened.name,
+        opened.durable,
+        durability_name(config.durability),
+        opened.open_ms,
+    );
+    if let Some(epochs) = job.fill_epochs {
+        head.fill = Some(fill_database(&opened, &manifest, epochs, job.progress)?);
+        // The run is measured from the filled state.
+        before = Before::read(job)?;
+    }
+    let mut stream = BatchStream::create(&job.stream, &head)?;
     let bar = progress_bar(job.progress, limit, &opened.name);
     let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before, &mut stream)?;
     bar.finish();
-    measure_result(job, &manifest, &config, before, opened, replayed)
+    let fill = head.fill;
+    measure_result(job, &manifest, &config, before, opened, replayed, fill)
+}
+
+/// Fill the new database with `epochs` epochs of a regular chain over the fixture's
+/// validators that ends at the fixture's first epoch (`crate::fill`), then sync the filesystem
+/// so that the fill's write-back does not land in the measured batches.
+fn fill_database<E: Environment>(
+    opened: &Opened<E>,
+    manifest: &Manifest,
+    epochs: u64,
+    progress: bool,
+) -> anyhow::Result<FillSummary> {
+    let first_epoch = manifest
+        .contents
+        .first_epoch
+        .ok_or_else(|| anyhow!("--fill-epochs: the fixture has no batches"))?;
+    let chain = RegularChain::ending_at(
+        manifest.description.validator_count,
+        first_epoch,
+        epochs,
+        crate::fill::DEFAULT_SEED,
+    )?;
+    let t = Instant::now();
+    let bar = fill_bar(progress, &opened.name);
+    let report = crate::fill::fill(&opened.slasher, &chain, &mut |pass, done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(format!("fill pass {pass} of 3"));
+    })
+    .with_context(|| format!("{}: filling {epochs} epochs", opened.name))?;
+    bar.finish_and_clear();
+    let fill_s = t.elapsed().as_secs_f64();
+    rustix::fs::sync();
+    Ok(FillSummary {
+        epochs,
+        first_epoch: chain.first_epoch,
+        validators: chain.validators,
+        seconds: fill_s,
+        sync_seconds: t.elapsed().as_secs_f64() - fill_s,
+        report,
+    })
+}
+
+fn fill_bar(show: bool, name: &str) -> ProgressBar {
+    let bar = progress_bar(show, 1, name);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>16} [{bar:30}] {pos}/{len} {msg} {elapsed_precise} (eta {eta})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
 }
 
 /// What a run is measured against, read before the database is opened: the device's and the
@@ -400,6 +459,7 @@ fn measure_result<E: Environment>(
     before: Before,
     opened: Opened<E>,
     replayed: Replayed,
+    fill: Option<FillSummary>,
 ) -> anyhow::Result<BackendResult> {
     let Before {
         device,
@@ -440,6 +500,7 @@ fn measure_result<E: Environment>(
     let commit = Summary::of(&commits);
     Ok(BackendResult {
         name,
+        fill,
         backend: job.backend.name().into(),
         filesystem: job.fs.label(),
         durable,

@@ -104,6 +104,9 @@ fn run_backend_child(
     if let Some(n) = args.sample_every {
         cmd.arg("--sample-every").arg(n.to_string());
     }
+    if let Some(n) = args.fill_epochs {
+        cmd.arg("--fill-epochs").arg(n.to_string());
+    }
     if let Some(mib) = args.butter_cache_mib {
         cmd.env(slasher_adapters::BUTTER_CACHE_MIB_VAR, mib.to_string());
     }

@@ -20,7 +20,7 @@ pub use cli::{load, merge, run, ReportArgs};
 pub use gate::{correctness, first_disagreement, gate, groups, missing_expected, Groups};
 pub use model::{
     BackendResult, BatchRecord, CommitParts, Correctness, Disagreement, DisagreementRow,
-    ExpectedCheck, Failure, FixtureInfo, Report, Run, Sample, SlasherConfigInfo, SlashingRecord,
+    ExpectedCheck, Failure, FillSummary, FixtureInfo, Report, Run, Sample, SlasherConfigInfo, SlashingRecord,
     SlashingsFound, VoteRecord, REPORT_SCHEMA,
 };
 pub use render::*;

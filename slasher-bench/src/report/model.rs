@@ -166,6 +166,9 @@ pub struct BackendResult {
     pub fs: FsInfo,
     /// The database directory.
     pub db_dir: PathBuf,
+    /// The regular chain the database was filled with before the batches (`--fill-epochs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<FillSummary>,
     /// Opening the environment and creating the tables.
     pub open_ms: f64,
     /// Wall time of batch 0 (the cold start).
@@ -441,4 +444,21 @@ impl std::fmt::Display for Disagreement {
         )?;
         Ok(())
     }
+}
+
+/// How a row's database was filled before its batches (`replay --fill-epochs`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct FillSummary {
+    /// Epochs of regular chain.
+    pub epochs: u64,
+    /// Its first epoch (it ends at the fixture's first).
+    pub first_epoch: u64,
+    /// Its validators (the fixture's).
+    pub validators: u64,
+    /// Seconds the fill took.
+    pub seconds: f64,
+    /// Seconds of the `sync` after it.
+    pub sync_seconds: f64,
+    /// What it wrote.
+    pub report: crate::fill::FillReport,
 }
