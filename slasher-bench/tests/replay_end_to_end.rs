@@ -441,3 +441,60 @@ fn slasher_settings_are_checked_recorded_and_kept_apart() {
     assert!(headers.iter().any(|h| h.contains("tile codec lighthouse")));
     assert!(headers.iter().any(|h| h.contains("tile codec fast")));
 }
+
+/// `--fill-epochs`: every row's database starts from a filled window (20 epochs of regular
+/// chain, a 16-epoch history, so it has wrapped) that ends where the fixture starts; the rows
+/// then find the fixture's injected slashings and nothing else (the run fails otherwise), agree
+/// with each other, and record what the fill wrote.
+#[test]
+fn replay_on_a_filled_window() {
+    let Some(root) = btrfs_dir() else { return };
+    let work = DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("replay-fill-")
+            .tempdir_in(&root)
+            .expect("temp dir on btrfs")
+            .keep(),
+    );
+    let fixture = generate(work.path());
+    let out_dir = work.path().join("out");
+    let out = run(&[
+        "replay",
+        "--fixture",
+        path(&fixture),
+        "--backends",
+        "lmdb,butter",
+        "--db-dir",
+        path(&work.path().join("db")),
+        "--out",
+        path(&out_dir),
+        "--history-length",
+        "16",
+        "--fill-epochs",
+        "20",
+        "--no-progress",
+    ]);
+    assert!(out.status.success(), "replay on a filled window failed");
+    let report = read_report(&out_dir);
+    let run0 = &field(&report, "runs")[0];
+    assert_eq!(field(field(run0, "correctness"), "agree"), true);
+    let rows = field(run0, "backends").as_array().expect("backends");
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let fill = field(row, "fill");
+        assert_eq!(field(fill, "epochs"), 20);
+        assert_eq!(field(fill, "validators"), 512);
+        let entries = field(field(fill, "report"), "entries");
+        // attesters: every validator in each of the 16 slots of the wrapped window.
+        assert_eq!(entries[2], 512 * 16, "{fill:#}");
+        // Exactly the 6 injected (2 double votes, 2 surrounds, 2 double proposals).
+        let found = field(row, "slashings");
+        assert_eq!(
+            field(found, "list").as_array().expect("list").len(),
+            6,
+            "{found:#}"
+        );
+    }
+    let md = std::fs::read_to_string(out_dir.join("report.md")).expect("report.md");
+    assert!(md.contains("was filled before its batches"), "{md}");
+}

@@ -15,9 +15,7 @@ use crate::measure::{
     btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
     fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
 };
-use crate::report::{
-    BackendResult, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
-};
+use crate::report::{BackendResult, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound};
 use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use slasher_adapters::slasher::{Config, Slasher};
@@ -151,7 +149,8 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
 
 /// Fill the new database with `epochs` epochs of a regular chain over the fixture's
 /// validators that ends at the fixture's first epoch (`crate::fill`), then sync the filesystem
-/// so that the fill's write-back does not land in the measured batches.
+/// so that the fill's write-back does not land in the measured batches, and reset the peak RSS
+/// so that it is the batches'.
 fn fill_database<E: Environment>(
     opened: &Opened<E>,
     manifest: &Manifest,
@@ -179,6 +178,9 @@ fn fill_database<E: Environment>(
     bar.finish_and_clear();
     let fill_s = t.elapsed().as_secs_f64();
     rustix::fs::sync();
+    // The row's peak RSS is of its batches: "5" resets the process's VmHWM (proc(5)).
+    std::fs::write("/proc/self/clear_refs", "5")
+        .context("resetting the peak RSS after the fill (/proc/self/clear_refs)")?;
     Ok(FillSummary {
         epochs,
         first_epoch: chain.first_epoch,

@@ -871,6 +871,29 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
             r.db_dir.display(),
             r.durable
         );
+        if let Some(fill) = &r.fill {
+            let written: u64 = fill.report.entries.iter().sum();
+            let _ = writeln!(
+                s,
+                "- `{}` was filled before its batches (`--fill-epochs`) with {} epochs of \
+                 regular chain over {} validators, epochs {}..={}: {} entries, {:.0} MiB of keys \
+                 and values, {} commits, in {:.1} s (passes {:.1} / {:.1} / {:.1} s), then a \
+                 sync of {:.1} s; the row's figures (peak RSS included) start after it",
+                r.name,
+                fill.epochs,
+                fill.validators,
+                fill.first_epoch,
+                fill.first_epoch + fill.epochs - 1,
+                written,
+                fill.report.bytes as f64 / 1048576.0,
+                fill.report.commits,
+                fill.seconds,
+                fill.report.seconds[0],
+                fill.report.seconds[1],
+                fill.report.seconds[2],
+                fill.sync_seconds
+            );
+        }
     }
     for failure in &run.failures {
         let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
