@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::iter::partitions;
+use crate::iter::{order_disjoint_tail, partitions};
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
 use crate::root::{self, gen_name, Kind};
@@ -206,6 +206,12 @@ impl Env {
             draft.info.bytes_written += len;
             let seg = Segment::open(path, seq, len, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
+        }
+        // Disjoint oldest segments in partition order, where no background work holds any.
+        for (i, table) in draft.tables.iter_mut().enumerate() {
+            if writer.first_pinned(i, &table.segments).is_none() {
+                order_disjoint_tail(&mut table.segments, |s| (&s.min_key, &s.max_key));
+            }
         }
         let write_back_started = Instant::now();
         for path in &written {

@@ -17,6 +17,11 @@ const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
 /// With background merges, a commit writes at most this many times its memtable's bytes
 /// (it merges only the small newest segments; larger merges go to the background thread).
 const COMMIT_MERGE_BUDGET: u64 = 4;
+/// With background merges, a commit at HARD_MAX_SEGMENTS_PER_TABLE merges past its budget only
+/// while the merge stays within this many bytes: a table left with many large segments (a
+/// bulk load in ascending key order) would otherwise have every commit rewrite its newest,
+/// largest segment. Such a table waits for the background thread, which drains it.
+const FORCED_COMMIT_MERGE_BYTES: u64 = 64 << 20;
 /// A run of newer segments is merged into an older one once it is at least 1/RATIO its size.
 const MERGE_RATIO: u64 = 2;
 /// A table whose upper segments hold at least 1/SPACE_RATIO of its partitions' bytes is
@@ -51,15 +56,27 @@ pub(super) fn commit_merge_count(
     free: usize,
 ) -> usize {
     match compaction {
-        Compaction::Inline => tiered_count(mem_bytes, lens, free, u64::MAX, MAX_SEGMENTS_PER_TABLE),
-        // Background, and BackgroundWaited under feature `testing`.
-        _ => tiered_count(
+        Compaction::Inline => tiered_count(
             mem_bytes,
             lens,
             free,
-            mem_bytes.saturating_mul(COMMIT_MERGE_BUDGET),
-            HARD_MAX_SEGMENTS_PER_TABLE,
+            u64::MAX,
+            (MAX_SEGMENTS_PER_TABLE, u64::MAX),
         ),
+        // Background, and BackgroundWaited under feature `testing`.
+        _ => {
+            let budget = mem_bytes.saturating_mul(COMMIT_MERGE_BUDGET);
+            tiered_count(
+                mem_bytes,
+                lens,
+                free,
+                budget,
+                (
+                    HARD_MAX_SEGMENTS_PER_TABLE,
+                    budget.max(FORCED_COMMIT_MERGE_BYTES),
+                ),
+            )
+        }
     }
 }
 
@@ -111,7 +128,13 @@ pub(super) fn tiered_background_merge(tables: &[Shape], budget: u64) -> Option<N
         let Some((&first, rest)) = lens.split_first() else {
             continue;
         };
-        let n = tiered_count(first, rest, rest.len(), u64::MAX, MAX_SEGMENTS_PER_TABLE);
+        let n = tiered_count(
+            first,
+            rest,
+            rest.len(),
+            u64::MAX,
+            (MAX_SEGMENTS_PER_TABLE, u64::MAX),
+        );
         // The longest run the rule takes that stays within the budget.
         let mut total = first;
         let within = rest
@@ -171,17 +194,18 @@ pub(super) fn drain_job_len(lens: &[u64], job_bytes: u64) -> usize {
 /// The tiered merge rule: how many of the newest segments (file lengths `lens`) to merge,
 /// given `acc` bytes gathered so far. The next older segment joins while the data gathered
 /// is at least 1/MERGE_RATIO of its size and the total stays within `budget`, or while more
-/// than `max_segments` would remain. At most `free` segments join.
+/// than `max_segments` would remain and the total stays within `forced_cap`
+/// (`(max_segments, forced_cap)`). At most `free` segments join.
 fn tiered_count(
     mut acc: u64,
     lens: &[u64],
     free: usize,
     budget: u64,
-    max_segments: usize,
+    (max_segments, forced_cap): (usize, u64),
 ) -> usize {
     let mut n = 0;
     for &len in lens.iter().take(free) {
-        let too_many = lens.len() - n >= max_segments;
+        let too_many = lens.len() - n >= max_segments && acc + len <= forced_cap;
         let due = acc * MERGE_RATIO >= len && acc + len <= budget;
         if !(due || too_many) {
             break;
@@ -227,6 +251,22 @@ mod tests {
         assert_eq!(
             commit_merge_count(Compaction::Background, 1, &too_many, too_many.len()),
             3
+        );
+        // Not past FORCED_COMMIT_MERGE_BYTES: large segments wait for the background thread,
+        // whatever their count; inline commits still merge them.
+        let large = vec![40 << 20; HARD_MAX_SEGMENTS_PER_TABLE + 2];
+        assert_eq!(
+            commit_merge_count(Compaction::Background, 1, &large, large.len()),
+            1
+        );
+        let huge = vec![100 << 20; HARD_MAX_SEGMENTS_PER_TABLE + 2];
+        assert_eq!(
+            commit_merge_count(Compaction::Background, 1, &huge, huge.len()),
+            0
+        );
+        assert_eq!(
+            commit_merge_count(Compaction::Inline, 1, &huge, huge.len()),
+            huge.len()
         );
     }
 
@@ -373,5 +413,31 @@ mod tests {
         // Touching ranges overlap (a key in both), and descending ones are not a run.
         assert_eq!(count(&[(b"a", b"g"), (b"g", b"m")]), 1);
         assert_eq!(count(&[(b"n", b"z"), (b"a", b"f")]), 1);
+    }
+
+    #[test]
+    fn disjoint_oldest_segments_are_put_in_partition_order() {
+        let order = |ranges: &mut Vec<(&'static [u8], &'static [u8])>| {
+            crate::iter::order_disjoint_tail(ranges, |&(lo, hi)| (lo, hi))
+        };
+        let count =
+            |ranges: &[(&[u8], &[u8])]| crate::iter::partition_count(ranges, |&(lo, hi)| (lo, hi));
+        // Written in ascending key order (newest first: the largest keys on top): not a run
+        // of partitions until ordered, then all of it.
+        let mut appended: Vec<(&[u8], &[u8])> = vec![(b"s", b"z"), (b"g", b"m"), (b"a", b"f")];
+        assert_eq!(count(&appended), 1);
+        assert_eq!(order(&mut appended), 3);
+        assert_eq!(appended, [(b"a" as &[u8], b"f" as &[u8]), (b"g", b"m"), (b"s", b"z")]);
+        assert_eq!(count(&appended), 3);
+        // Any order of disjoint ranges; a segment over others ends the run and stays on top.
+        let mut mixed: Vec<(&[u8], &[u8])> =
+            vec![(b"b", b"y"), (b"n", b"p"), (b"a", b"c"), (b"q", b"z"), (b"d", b"f")];
+        assert_eq!(order(&mut mixed), 4);
+        assert_eq!(mixed[0], (b"b" as &[u8], b"y" as &[u8]));
+        assert_eq!(count(&mixed), 4);
+        // Touching ranges share a key: the run stops, and nothing above it moves.
+        let mut touching: Vec<(&[u8], &[u8])> = vec![(b"h", b"k"), (b"g", b"m"), (b"a", b"g")];
+        assert_eq!(order(&mut touching), 1);
+        assert_eq!(touching, [(b"h" as &[u8], b"k" as &[u8]), (b"g", b"m"), (b"a", b"g")]);
     }
 }

@@ -36,8 +36,14 @@ use super::chain::RegularChain;
 use super::error::FillError;
 use crate::shuffle::SLOTS_PER_EPOCH;
 
-/// A write transaction is committed once it holds this many bytes of keys and values.
+/// A write transaction is committed once its entries' keys, values and [`ENTRY_COST`] add up
+/// to this many bytes, which bounds what the backend holds in memory until the commit.
 pub const COMMIT_BYTES: usize = 64 << 20;
+
+/// What an entry costs a backend in memory beyond its key and value until the commit (butter's
+/// memtable node and allocations), counted so that a transaction of small entries (13 bytes in
+/// `attesters`) does not hold several times [`COMMIT_BYTES`].
+const ENTRY_COST: usize = 64;
 
 /// Validator chunks a worker computes before the writer takes them.
 const CHUNKS_PER_ROUND: u64 = 64;
@@ -81,7 +87,7 @@ impl<'e, E: Environment> Writer<'e, E> {
             None => self.txn.insert(self.env.begin_rw_txn()?),
         };
         txn.put(db, key, value)?;
-        self.pending += key.len() + value.len();
+        self.pending += key.len() + value.len() + ENTRY_COST;
         self.report.bytes += (key.len() + value.len()) as u64;
         if let Some(n) = self.report.entries.get_mut(table) {
             *n += 1;
