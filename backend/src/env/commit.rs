@@ -207,9 +207,14 @@ impl Env {
             let seg = Segment::open(path, seq, len, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
         }
-        // Disjoint oldest segments in partition order, where no background work holds any.
+        // A table with more upper segments than the hard limit (the background has fallen
+        // behind, or the table was loaded in ascending key order): its disjoint oldest
+        // segments in partition order, where no background work holds any (design.md §3.1).
         for (i, table) in draft.tables.iter_mut().enumerate() {
-            if writer.first_pinned(i, &table.segments).is_none() {
+            let upper = table.segments.len() - partitions(&table.segments);
+            if upper > compaction::HARD_MAX_SEGMENTS_PER_TABLE
+                && writer.first_pinned(i, &table.segments).is_none()
+            {
                 order_disjoint_tail(&mut table.segments, |s| (&s.min_key, &s.max_key));
             }
         }

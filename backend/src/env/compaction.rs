@@ -13,7 +13,7 @@ use super::Compaction;
 pub(super) const MAX_SEGMENTS_PER_TABLE: usize = 8;
 /// With background merges, a commit merges whatever it must to stay at or below this many
 /// segments per table (the background thread has fallen behind).
-const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
+pub(super) const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
 /// With background merges, a commit writes at most this many times its memtable's bytes
 /// (it merges only the small newest segments; larger merges go to the background thread).
 const COMMIT_MERGE_BUDGET: u64 = 4;
