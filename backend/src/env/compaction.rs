@@ -427,17 +427,28 @@ mod tests {
         let mut appended: Vec<(&[u8], &[u8])> = vec![(b"s", b"z"), (b"g", b"m"), (b"a", b"f")];
         assert_eq!(count(&appended), 1);
         assert_eq!(order(&mut appended), 3);
-        assert_eq!(appended, [(b"a" as &[u8], b"f" as &[u8]), (b"g", b"m"), (b"s", b"z")]);
+        assert_eq!(
+            appended,
+            [(b"a" as &[u8], b"f" as &[u8]), (b"g", b"m"), (b"s", b"z")]
+        );
         assert_eq!(count(&appended), 3);
         // Any order of disjoint ranges; a segment over others ends the run and stays on top.
-        let mut mixed: Vec<(&[u8], &[u8])> =
-            vec![(b"b", b"y"), (b"n", b"p"), (b"a", b"c"), (b"q", b"z"), (b"d", b"f")];
+        let mut mixed: Vec<(&[u8], &[u8])> = vec![
+            (b"b", b"y"),
+            (b"n", b"p"),
+            (b"a", b"c"),
+            (b"q", b"z"),
+            (b"d", b"f"),
+        ];
         assert_eq!(order(&mut mixed), 4);
         assert_eq!(mixed[0], (b"b" as &[u8], b"y" as &[u8]));
         assert_eq!(count(&mixed), 4);
         // Touching ranges share a key: the run stops, and nothing above it moves.
         let mut touching: Vec<(&[u8], &[u8])> = vec![(b"h", b"k"), (b"g", b"m"), (b"a", b"g")];
         assert_eq!(order(&mut touching), 1);
-        assert_eq!(touching, [(b"h" as &[u8], b"k" as &[u8]), (b"g", b"m"), (b"a", b"g")]);
+        assert_eq!(
+            touching,
+            [(b"h" as &[u8], b"k" as &[u8]), (b"g", b"m"), (b"a", b"g")]
+        );
     }
 }
