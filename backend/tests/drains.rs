@@ -45,6 +45,8 @@ struct Run {
     written: u64,
     /// The most one commit's installed merges wrote.
     largest_install: u64,
+    /// The most one merge wrote (`CommitInfo::largest_merge_bytes`).
+    largest_merge: u64,
     /// Segment files at the end, and how many of them were written before the last 30
     /// commits (by sequence number).
     segments: usize,
@@ -89,6 +91,19 @@ fn run(name: &str, mode: Compaction, commits: u64, attesters: bool) -> Option<Ru
         let info = w.commit().unwrap();
         r.written += info.bytes_written + info.merged_bytes;
         r.largest_install = r.largest_install.max(info.merged_bytes);
+        r.largest_merge = r.largest_merge.max(info.largest_merge_bytes);
+        // The largest merge is one of those the commit installed, and part of its table.
+        assert!(
+            info.largest_merge_bytes <= info.merged_bytes,
+            "{name}: {info:?}"
+        );
+        if info.merges_installed == 0 {
+            assert_eq!(info.largest_merge_table_bytes, 0, "{name}: {info:?}");
+        }
+        assert!(
+            info.largest_merge_bytes <= info.largest_merge_table_bytes,
+            "{name}: {info:?}"
+        );
         if c + 30 == commits {
             half_seq = live_segments(&dir.path).last().copied().unwrap_or(0);
         }
@@ -153,6 +168,7 @@ fn an_appended_and_pruned_table_is_drained_a_range_at_a_time() {
     };
     println!("attesters: {r:?}");
     assert!(r.segments > 10, "the table was not partitioned: {r:?}");
+    assert!(r.largest_merge > 0, "no merge was installed: {r:?}");
     // A job reads at most JOB of partitions (plus one over) and the upper segments' share.
     assert!(
         r.largest_install <= 2 * JOB + 2 * PART,

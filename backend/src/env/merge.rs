@@ -221,6 +221,7 @@ impl Env {
             return Ok(());
         };
         let mut replacement = Vec::new();
+        let mut job_bytes = 0;
         for o in &merged.outputs {
             let work_path = self.compact.join(segment::file_name(o.seq));
             let path = self.live.join(segment::file_name(o.seq));
@@ -231,13 +232,18 @@ impl Env {
             self.discard_merge_file(&work_path);
             let seg = Segment::open(path, o.seq, o.file_len, o.entries, self.cache.clone())?;
             replacement.push(Arc::new(seg));
-            info.merged_bytes += o.file_len;
+            job_bytes += o.file_len;
             info.merge_files += 1;
         }
         retired.extend(segments.splice(at..at + merged.replaced.len(), replacement));
         // The drained segments are above every partition: the splice did not move them.
         if let Some((upper_at, n)) = upper {
             retired.extend(segments.drain(upper_at..upper_at + n));
+        }
+        info.merged_bytes += job_bytes;
+        if job_bytes > info.largest_merge_bytes {
+            info.largest_merge_bytes = job_bytes;
+            info.largest_merge_table_bytes = segments.iter().map(|s| s.file_len).sum();
         }
         match merged.drain {
             DrainStep::None => {}

@@ -98,6 +98,11 @@ pub struct CommitInfo {
     pub merged_bytes: u64,
     /// Segment files those merges wrote (a drain job writes one per partition).
     pub merge_files: usize,
+    /// Bytes the largest of those merges wrote (0 if none was installed).
+    pub largest_merge_bytes: u64,
+    /// Bytes of its table's segment files once that merge was in place: how much of the table
+    /// the largest merge rewrote is `largest_merge_bytes / largest_merge_table_bytes`.
+    pub largest_merge_table_bytes: u64,
 }
 
 /// Options for opening an [`Env`].
