@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use butter_db::admin::{self, NewCopy, Snapshot};
 use butter_db::fs::BtrfsFs;
-use butter_db::{Env, Error};
+use butter_db::{Compaction, Env, Error};
 
 fn make_db(dir: &Path, commits: u8) -> Env {
     let env = Env::open_path(dir).unwrap();
@@ -131,4 +131,49 @@ fn remove_refuses_another_databases_generation() {
     let removed = admin::remove_database(&half).unwrap();
     assert_eq!(removed.other_subvolumes, 1);
     assert!(!half.exists());
+}
+
+#[test]
+fn database_bytes_are_the_newest_generations_files() {
+    let Some(dir) = common::btrfs_dir("admin_size") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    // Inline merges: no background output in `compact/` to count beside the live files.
+    let env = Env::builder(&db)
+        .compaction(Compaction::Inline)
+        .open()
+        .unwrap();
+    let t = env.create_table("t").unwrap();
+    for i in 0..3u8 {
+        let mut txn = env.begin_write().unwrap();
+        txn.put(t, &[i], &[i; 100]).unwrap();
+        txn.commit().unwrap();
+    }
+    // What the engine says its live files are (`Env::files`: the lock, the manifest and the
+    // segments in `live/`), which the newest generation's manifest lists.
+    let expected: u64 = env
+        .files()
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    let size = admin::database_bytes(&db).unwrap();
+    assert_eq!(size, expected);
+    assert!(size > 300, "three entries of 100 bytes: {size}");
+    // A reader pins an older generation: its files are not counted beside the newest's (the
+    // new value is in one segment with the three merged entries, under the sum of both).
+    let pin = env.begin_read();
+    let mut txn = env.begin_write().unwrap();
+    txn.put(env.table("t").unwrap(), b"k", &[7; 5000]).unwrap();
+    txn.commit().unwrap();
+    let grown = admin::database_bytes(&db).unwrap();
+    assert!(grown > 5000 && grown < size + 5000, "{size} -> {grown}");
+    drop(pin);
+    // Not a database: a typed error, nothing else.
+    let other = dir.path.join("other");
+    std::fs::create_dir(&other).unwrap();
+    assert!(matches!(
+        admin::database_bytes(&other),
+        Err(Error::NotADatabase { .. })
+    ));
 }

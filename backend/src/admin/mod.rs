@@ -20,5 +20,6 @@ pub use copy::{backup, CopyInfo, NewCopy};
 pub use names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
 pub use remove::{remove_database, Removed};
 pub use snapshot::{
-    inspect_dir, DirInfo, FsUsage, SegmentInfo, Snapshot, TableInfo, TableStats, Verified,
+    database_bytes, inspect_dir, DirInfo, FsUsage, SegmentInfo, Snapshot, TableInfo, TableStats,
+    Verified,
 };

@@ -438,6 +438,52 @@ pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
     })
 }
 
+/// The bytes the database in `db` takes, without opening it: the segments its newest
+/// committed manifest lists (their lengths as the manifest records them, the figure `butter
+/// stat` adds up), the manifest itself, and background merge outputs not yet swapped in.
+/// Older generations, and segments the newest commit retired, share extents with these or are
+/// deleted by the next commit, and are not counted. Reads the manifest alone, no segment.
+///
+/// # Errors
+/// [`Error::NotADatabase`] (no identity, or no committed generation), the checks of
+/// [`inspect_dir`], a corrupt manifest, I/O errors.
+pub fn database_bytes(db: &Path) -> Result<u64> {
+    for _ in 0..MAX_ATTEMPTS {
+        let info = inspect_dir(db)?;
+        let Some(&newest) = info.generations.last().filter(|_| info.identity.is_some()) else {
+            return Err(Error::NotADatabase {
+                path: db.into(),
+                reason: format!("it has no {ID_FILE} or no committed generation"),
+            });
+        };
+        let path = db.join(gen_name(newest)).join(MANIFEST_FILE);
+        let bytes = match open_nofollow(&path).and_then(|f| read_all(&f, &path)) {
+            Ok(bytes) => bytes,
+            // The writer committed and deleted that generation meanwhile: again, on the newer.
+            Err(e) if superseded(db, newest)? => {
+                log::debug!("generation {newest} went away while sizing it ({e}); again");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let manifest = Manifest::decode(&bytes, &path)?;
+        let segments: u64 = manifest
+            .tables
+            .iter()
+            .flat_map(|t| &t.segments)
+            .map(|s| s.file_len)
+            .sum();
+        return Ok(segments + bytes.len() as u64 + info.merge_outputs.1);
+    }
+    Err(Error::Io {
+        op: "size the newest generation",
+        path: db.into(),
+        source: io::Error::other(format!(
+            "a writer replaced it {MAX_ATTEMPTS} times while it was being read"
+        )),
+    })
+}
+
 /// The pid holding a `flock` on `lock`, from `/proc/locks`, read without taking the lock:
 /// taking it, even shared and briefly, could make a writer starting at that moment fail with
 /// `Locked`. `/proc/locks` names the file by the filesystem's device and the inode number, but
