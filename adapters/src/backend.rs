@@ -73,6 +73,13 @@ pub trait Environment: Sized + Send + Sync + Debug + 'static {
     fn commit_split(&self) -> Option<CommitSplit> {
         None
     }
+
+    /// The largest single merge and the largest commit since the previous call (or since
+    /// open), for a backend that can tell (butter_db); `None` otherwise. Each call starts a new
+    /// span, so a caller takes one before and one after what it measures.
+    fn take_commit_peaks(&self) -> Option<CommitPeaks> {
+        None
+    }
 }
 
 /// The parts of a backend's commits, summed over every commit since the environment was
@@ -90,6 +97,35 @@ pub struct CommitSplit {
     pub write_back: Duration,
     /// The read-only snapshot that commits (flushes and commits the btrfs transaction).
     pub snapshot: Duration,
+    /// Bytes of segment and manifest files the commits wrote themselves.
+    pub commit_bytes: u64,
+    /// Background merges the commits installed, and the bytes those merges wrote.
+    pub merges: u64,
+    /// See `merges`.
+    pub merged_bytes: u64,
+}
+
+/// The largest writes of a span of commits (see [`Environment::take_commit_peaks`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitPeaks {
+    /// Bytes the largest background merge wrote (0: none was installed).
+    pub largest_merge_bytes: u64,
+    /// Bytes of its table's files once that merge was in place.
+    pub largest_merge_table_bytes: u64,
+    /// Bytes the largest commit wrote itself (its segments, merges within the commit
+    /// included, and its manifest).
+    pub largest_commit_bytes: u64,
+}
+
+impl CommitPeaks {
+    /// Takes in one commit's figures.
+    pub fn add(&mut self, merge_bytes: u64, merge_table_bytes: u64, commit_bytes: u64) {
+        if merge_bytes > self.largest_merge_bytes {
+            self.largest_merge_bytes = merge_bytes;
+            self.largest_merge_table_bytes = merge_table_bytes;
+        }
+        self.largest_commit_bytes = self.largest_commit_bytes.max(commit_bytes);
+    }
 }
 
 impl CommitSplit {
@@ -102,6 +138,9 @@ impl CommitSplit {
             file: self.file.saturating_sub(earlier.file),
             write_back: self.write_back.saturating_sub(earlier.write_back),
             snapshot: self.snapshot.saturating_sub(earlier.snapshot),
+            commit_bytes: self.commit_bytes.saturating_sub(earlier.commit_bytes),
+            merges: self.merges.saturating_sub(earlier.merges),
+            merged_bytes: self.merged_bytes.saturating_sub(earlier.merged_bytes),
         }
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::backend::{self, CommitSplit};
+use crate::backend::{self, CommitPeaks, CommitSplit};
 use crate::config::{BackendConfig, BUTTER_CACHE_MIB_VAR};
 use crate::error::Error;
 use crate::tables::OpenDatabases;
@@ -25,8 +25,9 @@ use crate::tables::OpenDatabases;
 #[derive(Debug)]
 pub struct Environment {
     env: butter_db::Env,
-    /// Every commit's `CommitInfo`, summed (for [`backend::Environment::commit_split`]).
-    commits: Mutex<CommitSplit>,
+    /// Every commit's `CommitInfo`, summed (for [`backend::Environment::commit_split`]), and
+    /// its peaks since they were last taken.
+    commits: Mutex<(CommitSplit, CommitPeaks)>,
 }
 
 /// A table handle.
@@ -37,7 +38,7 @@ pub struct Database(butter_db::TableHandle);
 #[derive(Debug)]
 pub struct RwTransaction<'env> {
     txn: butter_db::WriteTxn<'env>,
-    commits: &'env Mutex<CommitSplit>,
+    commits: &'env Mutex<(CommitSplit, CommitPeaks)>,
 }
 
 /// A cursor on one table of a write transaction.
@@ -55,6 +56,22 @@ pub fn cache_bytes_from_env() -> Result<Option<usize>, Error> {
     std::env::var_os(BUTTER_CACHE_MIB_VAR)
         .map(|v| parse_cache_mib(&v))
         .transpose()
+}
+
+/// The size of the butter_db database in `path` for an operator's view (Lighthouse's
+/// `slasher_database_size` gauge): the segments and manifest of its newest committed
+/// generation and any merge output not yet swapped in (`butter_db::admin::database_bytes`);
+/// `Ok(None)` when `path` holds no butter_db database, so that the caller can measure it its
+/// own way. Reads the manifest alone, so it suits a gauge updated every few seconds.
+///
+/// # Errors
+/// A butter_db database whose newest manifest cannot be read.
+pub fn database_size(path: &std::path::Path) -> Result<Option<u64>, Error> {
+    match butter_db::admin::database_bytes(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(butter_db::Error::NotADatabase { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A value of `BUTTER_DB_CACHE_MIB`, in bytes.
@@ -121,7 +138,11 @@ impl backend::Environment for Environment {
     }
 
     fn commit_split(&self) -> Option<CommitSplit> {
-        Some(*self.commits.lock())
+        Some(self.commits.lock().0)
+    }
+
+    fn take_commit_peaks(&self) -> Option<CommitPeaks> {
+        Some(std::mem::take(&mut self.commits.lock().1))
     }
 }
 
@@ -153,12 +174,20 @@ impl<'env> backend::RwTransaction for RwTransaction<'env> {
     fn commit(self) -> Result<(), Error> {
         let info = self.txn.commit()?;
         let us = Duration::from_micros;
-        let mut c = self.commits.lock();
+        let (c, peaks) = &mut *self.commits.lock();
         c.commits += 1;
         c.build += us(info.build_us);
         c.file += us(info.file_us);
         c.write_back += us(info.write_back_us);
         c.snapshot += us(info.snapshot_us);
+        c.commit_bytes += info.bytes_written;
+        c.merges += info.merges_installed as u64;
+        c.merged_bytes += info.merged_bytes;
+        peaks.add(
+            info.largest_merge_bytes,
+            info.largest_merge_table_bytes,
+            info.bytes_written,
+        );
         Ok(())
     }
 }

@@ -64,7 +64,7 @@ pub mod redb;
 #[cfg(feature = "test-utils")]
 pub mod conformance;
 
-pub use backend::{CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
+pub use backend::{CommitPeaks, CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
 pub use cleanup::{destroy_database_dir, DatabaseDirGuard};
 pub use config::{BackendConfig, DatabaseBackend, Durability, BUTTER_CACHE_MIB_VAR};
 pub use error::Error;

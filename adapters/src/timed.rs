@@ -136,6 +136,10 @@ impl<E: Environment> Environment for Timed<E> {
     fn commit_split(&self) -> Option<crate::backend::CommitSplit> {
         self.inner.commit_split()
     }
+
+    fn take_commit_peaks(&self) -> Option<crate::backend::CommitPeaks> {
+        self.inner.take_commit_peaks()
+    }
 }
 
 impl<'env, T: RwTransaction> RwTransaction for TimedTxn<'env, T> {

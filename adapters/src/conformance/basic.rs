@@ -466,8 +466,11 @@ pub fn commit_split_counts_each_commit<E: Environment>(fresh: FreshDir<'_>) {
         E::NAME
     );
     let Some(before) = before else {
+        assert_eq!(store.env().take_commit_peaks(), None, "{}", E::NAME);
         return;
     };
+    // A new span of peaks starts here.
+    let _ = store.env().take_commit_peaks();
     let db = store.dbs().attesters_db;
     let mut txn = store.txn();
     for k in 0..1000u64 {
@@ -490,5 +493,17 @@ pub fn commit_split_counts_each_commit<E: Environment>(fresh: FreshDir<'_>) {
     assert!(
         parts <= wall,
         "parts {parts:?} exceed the commit's {wall:?}"
+    );
+    // 1,000 entries of 108 bytes are in the commit's own segment.
+    assert!(split.commit_bytes > 100_000, "{split:?}");
+    let peaks = store
+        .env()
+        .take_commit_peaks()
+        .expect("reported with the split");
+    assert_eq!(peaks.largest_commit_bytes, split.commit_bytes, "{peaks:?}");
+    assert_eq!(
+        store.env().take_commit_peaks(),
+        Some(crate::CommitPeaks::default()),
+        "taking the peaks starts a new span"
     );
 }
