@@ -15,7 +15,9 @@ use crate::measure::{
     btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
     fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
 };
-use crate::report::{BackendResult, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound};
+use crate::report::{
+    BackendResult, BatchMerges, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
+};
 use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use slasher_adapters::slasher::{Config, Slasher};
@@ -394,6 +396,8 @@ fn process_batch<E: Environment>(
     let calls_before = slasher.environment().storage_calls();
     let cpu_before = CpuTimes::now();
     let split_before = slasher.environment().commit_split();
+    // Starts the batch's span of commit peaks.
+    let _ = slasher.environment().take_commit_peaks();
     let t = Instant::now();
     let stats = slasher
         .process_queued(queued.current_epoch)
@@ -408,11 +412,21 @@ fn process_batch<E: Environment>(
     let cpu = cpu_before.until_now();
     let storage_ms = (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
     let storage_calls = slasher.environment().storage_calls() - calls_before;
-    let commit_parts = slasher
+    let split = slasher
         .environment()
         .commit_split()
         .zip(split_before)
-        .map(|(after, before)| commit_parts(&after.since(&before)));
+        .map(|(after, before)| after.since(&before));
+    let merges = split
+        .zip(slasher.environment().take_commit_peaks())
+        .map(|(split, peaks)| BatchMerges {
+            commit_bytes: split.commit_bytes,
+            largest_commit_bytes: peaks.largest_commit_bytes,
+            installed: split.merges,
+            merged_bytes: split.merged_bytes,
+            largest_merge_bytes: peaks.largest_merge_bytes,
+            largest_merge_table_bytes: peaks.largest_merge_table_bytes,
+        });
 
     let size = files_size(&slasher.environment().filenames());
     let io_end = ProcIo::read()?;
@@ -449,7 +463,8 @@ fn process_batch<E: Environment>(
         attester_slashings: slashings.attester_count(),
         proposer_slashings: slashings.proposer_count(),
         slashings_digest: slashings.digest(),
-        commit_parts,
+        commit_parts: split.as_ref().map(commit_parts),
+        merges,
     })
 }
 
@@ -576,12 +591,14 @@ pub(super) fn take_sample(
             .filter(|e| e.file_name().to_string_lossy().starts_with("gen-"))
             .count() as u64
     });
+    let fs_used = fs_used_bytes(db);
     Sample {
         index,
         db_bytes: size.apparent,
         db_allocated_bytes: size.allocated,
+        fs_used_bytes: fs_used,
         fs_growth_bytes: fs_used_before
-            .zip(fs_used_bytes(db))
+            .zip(fs_used)
             .map(|(before, now)| now as i64 - before as i64),
         btrfs_metadata_used_bytes: btrfs_metadata_used_bytes(db),
         extents: extent_count(files),

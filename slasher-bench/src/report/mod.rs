@@ -19,9 +19,9 @@ mod tests;
 pub use cli::{load, merge, run, ReportArgs};
 pub use gate::{correctness, first_disagreement, gate, groups, missing_expected, Groups};
 pub use model::{
-    BackendResult, BatchRecord, CommitParts, Correctness, Disagreement, DisagreementRow,
-    ExpectedCheck, Failure, FillSummary, FixtureInfo, Report, Run, Sample, SlasherConfigInfo,
-    SlashingRecord, SlashingsFound, VoteRecord, REPORT_SCHEMA,
+    BackendResult, BatchMerges, BatchRecord, CommitParts, Correctness, Disagreement,
+    DisagreementRow, ExpectedCheck, Failure, FillSummary, FixtureInfo, Report, Run, Sample,
+    SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord, REPORT_SCHEMA,
 };
 pub use render::*;
 pub use scale::{render_scale, scale_rows, ScaleRow};

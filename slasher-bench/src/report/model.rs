@@ -295,6 +295,28 @@ pub struct BatchRecord {
     /// `None` for the others, for client rows and in older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_parts: Option<CommitParts>,
+    /// What the batch's commits wrote and the merges they installed, for a backend that
+    /// reports it (butter_db); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merges: Option<BatchMerges>,
+}
+
+/// The writes of a batch's commits (`slasher_adapters::CommitSplit` and `CommitPeaks` over
+/// the batch), in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchMerges {
+    /// Segment and manifest bytes the commits wrote themselves.
+    pub commit_bytes: u64,
+    /// The most one of those commits wrote.
+    pub largest_commit_bytes: u64,
+    /// Background merges the commits installed.
+    pub installed: u64,
+    /// Bytes those merges wrote.
+    pub merged_bytes: u64,
+    /// Bytes the largest of them wrote.
+    pub largest_merge_bytes: u64,
+    /// Bytes of that merge's table once it was in place.
+    pub largest_merge_table_bytes: u64,
 }
 
 /// The parts of a batch's commits (`slasher_adapters::CommitSplit` over the batch), in ms.
@@ -321,6 +343,9 @@ pub struct Sample {
     pub db_bytes: u64,
     /// Allocated size of `filenames()`.
     pub db_allocated_bytes: u64,
+    /// Bytes the database's filesystem has in use (`statfs`); `None` in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_used_bytes: Option<u64>,
     /// Bytes the database's filesystem has in use now minus before the backend opened: the
     /// database's footprint with everything the filesystem keeps for it (snapshots, deleted
     /// generations not yet reclaimed), if nothing else writes to that filesystem.

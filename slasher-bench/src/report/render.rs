@@ -2,7 +2,7 @@
 
 use super::charts;
 use super::gate::{first_disagreement, gate, groups, missing_expected};
-use super::model::{BackendResult, BatchRecord, CommitParts, Report, Run};
+use super::model::{BackendResult, BatchMerges, BatchRecord, CommitParts, Report, Run};
 use super::scale::render_scale;
 use super::table::{baseline, mib, opt_mib, phase_batches, phase_times, ratio, Phase, PhaseTimes};
 use crate::measure::Summary;
@@ -38,14 +38,15 @@ pub fn render_csv(report: &Report) -> String {
         "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
          wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
          attester_slashings,proposer_slashings,storage_ms,commit_build_ms,commit_file_ms,\
-         commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms\n",
+         commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms,\
+         commit_bytes,merges,merged_bytes,largest_merge_bytes,largest_merge_table_bytes\n",
     );
     for (run_index, run) in report.runs.iter().enumerate() {
         for r in &run.backends {
             for b in &r.batches {
                 let _ = writeln!(
                     s,
-                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.3}",
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.3},{}",
                     csv_field(&r.name),
                     csv_field(&r.backend),
                     csv_field(&r.filesystem),
@@ -76,6 +77,17 @@ pub fn render_csv(report: &Report) -> String {
                     b.storage_calls,
                     b.cpu_ms,
                     b.thread_cpu_ms,
+                    b.merges.map_or_else(
+                        || ",,,,".to_string(),
+                        |m| format!(
+                            "{},{},{},{},{}",
+                            m.commit_bytes,
+                            m.installed,
+                            m.merged_bytes,
+                            m.largest_merge_bytes,
+                            m.largest_merge_table_bytes
+                        )
+                    ),
                 );
             }
         }
@@ -895,6 +907,9 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
             );
         }
     }
+    for r in &run.backends {
+        render_merges(s, r);
+    }
     for failure in &run.failures {
         let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
     }
@@ -938,4 +953,49 @@ pub fn summary_table(report: &Report) -> String {
         }
     }
     s
+}
+
+/// One line on what a row's commits and merges wrote over its batches, for a backend that
+/// reports it: how much, and the largest merge (its share of its table, and its batch).
+pub(super) fn render_merges(s: &mut String, r: &BackendResult) {
+    let with: Vec<(u64, BatchMerges)> = r
+        .batches
+        .iter()
+        .filter_map(|b| b.merges.map(|m| (b.index, m)))
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let commit: u64 = with.iter().map(|(_, m)| m.commit_bytes).sum();
+    let merged: u64 = with.iter().map(|(_, m)| m.merged_bytes).sum();
+    let installed: u64 = with.iter().map(|(_, m)| m.installed).sum();
+    let largest_commit = with
+        .iter()
+        .map(|(_, m)| m.largest_commit_bytes)
+        .max()
+        .unwrap_or(0);
+    let _ = write!(
+        s,
+        "- `{}` over its {} batches: the commits wrote {} MiB of segments themselves (the \
+         largest {} MiB) and installed {} background merges that wrote {} MiB",
+        r.name,
+        with.len(),
+        mib(commit),
+        mib(largest_commit),
+        installed,
+        mib(merged)
+    );
+    match with.iter().max_by_key(|(_, m)| m.largest_merge_bytes) {
+        Some((batch, m)) if m.largest_merge_bytes > 0 => {
+            let _ = writeln!(
+                s,
+                "; the largest merge wrote {} MiB, {:.1} % of its table's {} MiB, \
+                 installed in batch {batch}",
+                mib(m.largest_merge_bytes),
+                100.0 * m.largest_merge_bytes as f64 / m.largest_merge_table_bytes.max(1) as f64,
+                mib(m.largest_merge_table_bytes)
+            );
+        }
+        _ => s.push('\n'),
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::render::{
     phase_clock, phase_commits, render_client_pairs, render_clock, render_commit_parts, render_cpu,
-    render_csv, render_phases, render_soak,
+    render_csv, render_merges, render_phases, render_soak,
 };
 use super::table::{baseline, ratio};
 use super::*;
@@ -221,14 +221,72 @@ fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
     };
     let csv = render_csv(&report);
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0]
-        .ends_with(",commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms"));
-    assert!(lines[1].ends_with(",,,,,0,0.000,0.000"), "{}", lines[1]);
+    assert!(lines[0].ends_with(
+        ",commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms,\
+         commit_bytes,merges,merged_bytes,largest_merge_bytes,largest_merge_table_bytes"
+    ));
     assert!(
-        lines[3].ends_with(",10.000,1.000,0.500,4.000,0,0.000,0.000"),
+        lines[1].ends_with(",,,,,0,0.000,0.000,,,,,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[3].ends_with(",10.000,1.000,0.500,4.000,0,0.000,0.000,,,,,"),
         "{}",
         lines[3]
     );
+}
+
+#[test]
+fn merges_are_summed_over_a_rows_batches_with_the_largest_named() {
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 90.0, 40.0), (1, 80.0, 30.0)],
+    );
+    let m = |commit, merged, largest, table| BatchMerges {
+        commit_bytes: commit,
+        largest_commit_bytes: commit / 2,
+        installed: u64::from(merged > 0),
+        merged_bytes: merged,
+        largest_merge_bytes: largest,
+        largest_merge_table_bytes: table,
+    };
+    butter.batches[0].merges = Some(m(3 << 20, 0, 0, 0));
+    butter.batches[1].merges = Some(m(1 << 20, 64 << 20, 64 << 20, 512 << 20));
+    let mut s = String::new();
+    render_merges(&mut s, &butter);
+    assert!(
+        s.contains("the commits wrote 4.0 MiB of segments themselves (the largest 1.5 MiB)"),
+        "{s}"
+    );
+    assert!(
+        s.contains("installed 1 background merges that wrote 64.0 MiB"),
+        "{s}"
+    );
+    assert!(
+        s.contains("the largest merge wrote 64.0 MiB, 12.5 % of its table's 512.0 MiB, installed in batch 1"),
+        "{s}"
+    );
+    let csv = render_csv(&Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: String::new(),
+        runs: vec![run_with(1_000, vec![butter.clone()])],
+    });
+    assert!(
+        csv.lines()
+            .nth(2)
+            .unwrap()
+            .ends_with(",1048576,1,67108864,67108864,536870912"),
+        "{csv}"
+    );
+    // A row without the figures (LMDB, client rows, older reports) gets no line.
+    for b in &mut butter.batches {
+        b.merges = None;
+    }
+    let mut s = String::new();
+    render_merges(&mut s, &butter);
+    assert!(s.is_empty(), "{s}");
 }
 
 #[test]
