@@ -70,6 +70,14 @@
 #                      and the log; the cgroups are removed afterwards (docs/runs/memory-limit.md)
 #   BENCH_LIGHTHOUSE_RUNNER  the replay runner built inside a Lighthouse checkout, for the
 #                      lighthouse:* rows (chunk sizes: Lighthouse's defaults, 16×256)
+#   BENCH_ROW_WATCH    a command (split on spaces) started beside each port row as
+#                      `CMD ROW DIR REPORT_DIR` (DIR: where the row's database is made),
+#                      stopped (SIGTERM) when the pair ends; output in ROW.watch.log
+#                      (scripts/full-window.sh's backups beside a replay)
+#   BENCH_ROW_HOOK     a command (split on spaces) run after each pair for each of its port
+#                      rows that wrote a report, as `CMD ROW DIR REPORT_DIR`, while the row's
+#                      filesystem is still mounted (with --keep-db its database is still
+#                      there); output in ROW.hook.log, a failure logged and not fatal
 #   CARGO_TARGET_DIR   cargo's target directory (default ./target)
 set -euo pipefail
 
@@ -395,6 +403,8 @@ second_fs() {
 # a port row) for the import afterwards.
 CMD=()
 CLIENT_DB=""
+ROW_DIR=""
+declare -A ROW_DIRS=()
 row_command() {
     local row=$1 backend=${1%@*} fs=${1#*@} dir=${2:-} batches=${BENCH_BATCHES:-128}
     if [[ -z $dir ]]; then
@@ -402,6 +412,8 @@ row_command() {
         [[ $fs == ext4 ]] && dir=$EXT4_DIR
     fi
     CLIENT_DB=""
+    ROW_DIR=$dir
+    ROW_DIRS[$row]=$dir
     if [[ $backend == lighthouse:* ]]; then
         backend=${backend#lighthouse:}
         CLIENT_DB=$(mktemp -d "$dir/lighthouse-$backend.XXXXXX")
@@ -435,6 +447,26 @@ finish_row() {
     return 0
 }
 
+# row_watch ROW: BENCH_ROW_WATCH beside port row ROW (whose command row_command just made);
+# its pid goes to WATCHERS.
+row_watch() {
+    [[ -n ${BENCH_ROW_WATCH:-} && -z $CLIENT_DB ]] || return 0
+    local cmd
+    read -r -a cmd <<<"$BENCH_ROW_WATCH"
+    "${cmd[@]}" "$1" "$ROW_DIR" "$OUT/$1" >"$OUT/$1.watch.log" 2>&1 &
+    WATCHERS+=($!)
+}
+
+# row_hook ROW: BENCH_ROW_HOOK after the pair of port row ROW.
+row_hook() {
+    local row=$1 rc=0 cmd
+    [[ -n ${BENCH_ROW_HOOK:-} && $row != lighthouse:* && -f $OUT/$row/report.json ]] || return 0
+    log "row $row: $BENCH_ROW_HOOK (output in $OUT/$row.hook.log)"
+    read -r -a cmd <<<"$BENCH_ROW_HOOK"
+    "${cmd[@]}" "$row" "${ROW_DIRS[$row]}" "$OUT/$row" >"$OUT/$row.hook.log" 2>&1 || rc=$?
+    ((rc == 0)) || log "row $row: the hook failed (exit $rc; $OUT/$row.hook.log)"
+}
+
 # run_pair ROW [ROW2]: ROW in the foreground on core 0 (progress bar on the terminal) and
 # ROW2 at the same time on core 1 (output in ROW2.log), each on a filesystem of its own.
 run_pair() {
@@ -460,11 +492,13 @@ run_pair() {
         log "row $b on core 1 (output in $OUT/$b.log): ${CMD[*]}"
         in_cgroup "$cg_b" taskset -c 1 "${CMD[@]}" >"$OUT/$b.log" 2>&1 &
         BG_PID=$!
+        row_watch "$b"
     fi
     row_command "$a"
     row_cgroup "$a"
     cg_a=$ROW_CGROUP
     watch_cgroup "$a" "$cg_a"
+    row_watch "$a"
     log "row $a on core 0: ${CMD[*]}"
     in_cgroup "$cg_a" taskset -c 0 "${CMD[@]}" || rc_a=$?
     record_cgroup "$a" "$cg_a"
@@ -477,6 +511,8 @@ run_pair() {
         finish_row "$b" "$rc_b" "$db_b"
     fi
     stop_watchers
+    row_hook "$a"
+    [[ -z $b ]] || row_hook "$b"
     remove_row_cgroups
     return 0
 }
