@@ -69,3 +69,50 @@ mod conformance {
             .expect("temp dir on btrfs")
     }
 }
+
+/// `butter::database_size`, which Lighthouse's `slasher_database_size` gauge calls through the
+/// glue: a butter_db database's size from its newest manifest, and `None` for anything else.
+#[cfg(feature = "butter")]
+#[test]
+fn butter_database_size_counts_the_newest_generation() {
+    use slasher_adapters::{butter, BackendConfig, Environment, RwTransaction};
+    if butter_test_support::btrfs_base("butter database_size").is_none() {
+        return;
+    }
+    let base = std::env::var_os("BUTTER_BTRFS_DIR").expect("checked above");
+    let guard = slasher_adapters::cleanup::DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("conformance-size-")
+            .tempdir_in(base)
+            .expect("temp dir on btrfs")
+            .into_path(),
+    );
+    let path = guard.path().join("db");
+    // An LMDB-shaped directory is not butter's: the gauge measures it its own way.
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("data.mdb"), [0u8; 4096]).unwrap();
+    assert_eq!(butter::database_size(&path).unwrap(), None);
+    std::fs::remove_file(path.join("data.mdb")).unwrap();
+
+    let env = butter::Environment::open(&BackendConfig::new(&path)).unwrap();
+    let dbs = env.create_databases().unwrap();
+    let mut txn = env.begin_rw_txn().unwrap();
+    for k in 0..2000u64 {
+        txn.put(dbs.attesters_db, &k.to_be_bytes(), &[k as u8; 100])
+            .unwrap();
+    }
+    txn.commit().unwrap();
+    let size = butter::database_size(&path)
+        .unwrap()
+        .expect("a butter database");
+    let files: u64 = env
+        .filenames()
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    // 2,000 entries of 114 bytes, and nothing but the newest generation's files (a merge
+    // output in `compact/` may come on top, but not in a single commit's database).
+    assert!(size > 2000 * 108, "{size}");
+    assert_eq!(size, files, "the live files: {:?}", env.filenames());
+    drop(env);
+}

@@ -17,7 +17,12 @@ use crate::{
     Config, Error,
 };
 use slasher_adapters::{butter, BackendConfig, Environment as _, RwTransaction as _};
-use std::{borrow::Cow, fmt, marker::PhantomData, path::PathBuf};
+use std::{
+    borrow::Cow,
+    fmt,
+    marker::PhantomData,
+    path::{Path, PathBuf},
+};
 
 /// Lighthouse's table names, in the order `database.rs` declares them. The adapter opens its
 /// tables under its own copy of these names (`TABLE_NAMES`); `Environment::new` checks that both
@@ -40,6 +45,15 @@ fn same_tables() -> bool {
     lighthouse.sort_unstable();
     adapter.sort_unstable();
     lighthouse == adapter
+}
+
+/// The size of the butter_db database in `path`, for Lighthouse's `slasher_database_size`
+/// gauge (re-exported as `slasher::butter_database_size`): the segments and manifest of its
+/// newest generation, read from that manifest alone. `None` when `path` holds no butter
+/// database or its manifest cannot be read: the gauge then measures the directory as it does
+/// for the other backends, whose files sit at its top level while butter's are one level down.
+pub fn database_size(path: &Path) -> Option<u64> {
+    slasher_adapters::butter::database_size(path).ok().flatten()
 }
 
 /// A butter_db store: a btrfs subvolume per generation under `config.database_path`. Boxed:

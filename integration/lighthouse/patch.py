@@ -21,12 +21,17 @@ if the tree carries a butter integration it has no record of; it then says what 
 
 The edits, all in the checkout (none of Lighthouse's text is kept in this repository):
   slasher/src/database/butter_impl.rs  copied from this directory;
-  slasher/src/database.rs              `mod butter_impl;` next to `mod redb_impl;`;
+  slasher/src/database.rs              `pub(crate) mod butter_impl;` next to `mod redb_impl;`;
   slasher/src/database/interface.rs    a `Butter` twin of every redb variant and match arm;
   slasher/src/config.rs                `DatabaseBackend::Butter` (CLI value `butter`), which is
                                        the default only when it is the sole backend compiled in;
   slasher/src/error.rs                 `DatabaseButterError(slasher_adapters::Error)`;
   slasher/src/lib.rs, slasher/tests/*  `butter` joins the "any backend" feature gates;
+  slasher/src/lib.rs                   `butter_database_size`: the glue's size of a butter
+                                       database (`None` without one, or without the feature);
+  slasher/service/src/service.rs       the `slasher_database_size` gauge asks it first, then
+                                       falls back to Lighthouse's own `size_of_dir` (which
+                                       counts only top-level files, a few KB for butter);
   slasher/Cargo.toml                   feature `butter` and the path dependency on ADAPTERS_DIR
                                        with default features off (no second LMDB/MDBX/redb);
   lighthouse/Cargo.toml                feature `slasher-butter`;
@@ -199,7 +204,7 @@ def deps_problems(tree, deps):
 
 def patch(tree, here, adapters, deps):
     # The backend module and its registration.
-    tree.replace("slasher/src/database.rs", "mod redb_impl;\n", "mod redb_impl;\nmod butter_impl;\n")
+    tree.replace("slasher/src/database.rs", "mod redb_impl;\n", "mod redb_impl;\npub(crate) mod butter_impl;\n")
     tree.twin_redb("slasher/src/database/interface.rs", count=20)
 
     # The backend's name and the default-backend cascade.
@@ -219,6 +224,26 @@ def patch(tree, here, adapters, deps):
         "    DatabaseRedbError(redb::Error),\n"
         '    #[cfg(feature = "butter")]\n'
         "    DatabaseButterError(slasher_adapters::Error),\n",
+    )
+
+    # The size gauge: the glue's size of a butter database, asked before Lighthouse's own.
+    tree.replace(
+        "slasher/src/lib.rs",
+        "pub use error::Error;\n",
+        "pub use error::Error;\n"
+        '#[cfg(feature = "butter")]\n'
+        "pub use database::butter_impl::database_size as butter_database_size;\n"
+        "/// Without the butter backend there is no butter database to measure.\n"
+        '#[cfg(not(feature = "butter"))]\n'
+        "pub fn butter_database_size(_path: &std::path::Path) -> Option<u64> {\n"
+        "    None\n"
+        "}\n",
+    )
+    tree.replace(
+        "slasher/service/src/service.rs",
+        "let database_size = size_of_dir(&slasher.config().database_path);\n",
+        "let database_size = slasher::butter_database_size(&slasher.config().database_path)\n"
+        "                .unwrap_or_else(|| size_of_dir(&slasher.config().database_path));\n",
     )
 
     # Feature gates: the crate-level allow and the gate at the top of each test file.

@@ -144,7 +144,11 @@ fn tree(root: &Path, redb_version: &str, revs: &[String; 3]) {
     );
     write(
         &root.join("slasher/src/lib.rs"),
-        &format!("#![cfg_attr(not({ANY_OLD}), allow(unused))]\n"),
+        &format!("#![cfg_attr(not({ANY_OLD}), allow(unused))]\npub use error::Error;\n"),
+    );
+    write(
+        &root.join("slasher/service/src/service.rs"),
+        "fn update() {\n            let database_size = size_of_dir(&slasher.config().database_path);\n}\n",
     );
     for name in [
         "attester_slashings",
@@ -314,6 +318,18 @@ fn anchors_key_on_structure() {
         let interface = fs::read_to_string(root.join("slasher/src/database/interface.rs")).unwrap();
         assert_eq!(interface.matches("Butter(butter_impl::Item").count(), 20);
         assert!(root.join("slasher/src/database/butter_impl.rs").is_file());
+        // The size gauge asks the glue first, and the glue's function exists in every build.
+        let service = fs::read_to_string(root.join("slasher/service/src/service.rs")).unwrap();
+        assert!(
+            service.contains("let database_size = slasher::butter_database_size(&slasher.config().database_path)\n                .unwrap_or_else(|| size_of_dir(&slasher.config().database_path));"),
+            "{service}"
+        );
+        let lib = fs::read_to_string(root.join("slasher/src/lib.rs")).unwrap();
+        assert_eq!(lib.matches("butter_database_size").count(), 2, "{lib}");
+        assert!(
+            lib.contains("#[cfg(not(feature = \"butter\"))]\npub fn butter_database_size("),
+            "{lib}"
+        );
     }
 }
 
