@@ -21,6 +21,7 @@ if the tree carries a butter integration it has no record of; it then says what 
 
 The edits, all in the checkout (none of Lighthouse's text is kept in this repository):
   slasher/src/database/butter_impl.rs  copied from this directory;
+  slasher/tests/butter_database_size.rs  copied from database_size_test.rs (butter builds only);
   slasher/src/database.rs              `pub(crate) mod butter_impl;` next to `mod redb_impl;`;
   slasher/src/database/interface.rs    a `Butter` twin of every redb variant and match arm;
   slasher/src/config.rs                `DatabaseBackend::Butter` (CLI value `butter`), which is
@@ -49,6 +50,11 @@ import sys
 MARKER = "# butter_db integration (scripts/lighthouse.sh)"
 STATE = ".butter_db.json"
 IMPL = "slasher/src/database/butter_impl.rs"
+# Files of this directory copied into the checkout: (where, from).
+COPIED = [
+    (IMPL, "butter_impl.rs"),
+    ("slasher/tests/butter_database_size.rs", "database_size_test.rs"),
+]
 
 
 class Moved(Exception):
@@ -298,7 +304,7 @@ def load_state(root, tree):
     edited = ["slasher/Cargo.toml", "slasher/src/database.rs", "Cargo.toml"]
     reset = (
         f"to start again from Lighthouse's own files: `git -C {root} checkout -- .` and "
-        f"`rm -f {root / IMPL} {path}`"
+        f"`rm -f {' '.join(str(root / rel) for rel, _ in COPIED)} {path}`"
     )
     if not path.exists():
         if (root / IMPL).exists() or any(MARKER in tree.text(rel) for rel in edited):
@@ -329,7 +335,8 @@ def write(root, tree, state, here):
     for rel, text in tree.files.items():
         write_changed(root / rel, text)
         state[rel]["written"] = digest(text)
-    write_changed(root / IMPL, (here / "butter_impl.rs").read_text())
+    for rel, source in COPIED:
+        write_changed(root / rel, (here / source).read_text())
     write_changed(root / STATE, json.dumps(state, sort_keys=True))
 
 

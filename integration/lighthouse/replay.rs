@@ -22,7 +22,7 @@
 //
 // The fixture format is the project's (slasher-bench/src/fixture/format.rs): a 32-byte header,
 // a JSON manifest (skipped here), then per batch a 16-byte record header and a zlib payload
-// holding SSZ `SignedBeaconBlockHeader`s and phase0 `IndexedAttestation`s. Record CRCs are
+// holding SSZ `SignedBeaconBlockHeader`s and `IndexedAttestation`s. Record CRCs are
 // checked; the manifest's whole-file digest is left to `slasher-bench inspect`.
 
 use flate2::read::ZlibDecoder;
@@ -34,7 +34,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use types::{
-    ChainSpec, Epoch, IndexedAttestation, IndexedAttestationBase, MainnetEthSpec,
+    ChainSpec, Epoch, IndexedAttestation, IndexedAttestationBase, IndexedAttestationElectra,
+    MainnetEthSpec,
     SignedBeaconBlockHeader,
 };
 
@@ -118,9 +119,18 @@ impl FixtureReader {
         for _ in 0..n_atts {
             let n = u32_at(p.get(at..at + 4).ok_or("truncated length")?, 0) as usize;
             let bytes = p.get(at + 4..at + 4 + n).ok_or("truncated attestation")?;
-            let att =
-                IndexedAttestationBase::<E>::from_ssz_bytes(bytes).map_err(|e| format!("{e:?}"))?;
-            attestations.push(IndexedAttestation::Base(att));
+            // The fixture's bytes are the same in both forms (SSZ does not encode a list's
+            // limit): phase0's form while the indices fit its limit (2,048), else Electra's
+            // (131,072), as an Electra aggregate over a whole slot needs. Lighthouse's slasher
+            // hashes both in Electra form, so the choice changes no stored byte.
+            let att = match IndexedAttestationBase::<E>::from_ssz_bytes(bytes) {
+                Ok(base) => IndexedAttestation::Base(base),
+                Err(_) => IndexedAttestation::Electra(
+                    IndexedAttestationElectra::<E>::from_ssz_bytes(bytes)
+                        .map_err(|e| format!("{e:?}"))?,
+                ),
+            };
+            attestations.push(att);
             at += 4 + n;
         }
         Ok(Some(Batch {

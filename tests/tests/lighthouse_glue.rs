@@ -318,6 +318,7 @@ fn anchors_key_on_structure() {
         let interface = fs::read_to_string(root.join("slasher/src/database/interface.rs")).unwrap();
         assert_eq!(interface.matches("Butter(butter_impl::Item").count(), 20);
         assert!(root.join("slasher/src/database/butter_impl.rs").is_file());
+        assert!(root.join("slasher/tests/butter_database_size.rs").is_file());
         // The size gauge asks the glue first, and the glue's function exists in every build.
         let service = fs::read_to_string(root.join("slasher/service/src/service.rs")).unwrap();
         assert!(
