@@ -416,7 +416,11 @@ row_command() {
     ROW_DIRS[$row]=$dir
     if [[ $backend == lighthouse:* ]]; then
         backend=${backend#lighthouse:}
-        CLIENT_DB=$(mktemp -d "$dir/lighthouse-$backend.XXXXXX")
+        if [[ -n ${FILLED[$row]:-} ]]; then
+            CLIENT_DB=${FILLED[$row]}
+        else
+            CLIENT_DB=$(mktemp -d "$dir/lighthouse-$backend.XXXXXX")
+        fi
         [[ $batches == all ]] && batches=1000000000
         CMD=("$BENCH_LIGHTHOUSE_RUNNER" "$FIXTURE" "$CLIENT_DB" "$OUT/$row.csv" "$backend"
             "$batches" "$HISTORY" 16 256)
@@ -445,6 +449,36 @@ finish_row() {
     fi
     [[ -f $OUT/$row/report.json ]] && RUNS+=("$OUT/$row")
     return 0
+}
+
+# prefill ROW DIR CORE: with `--fill-epochs N` in BENCH_REPLAY_ARGS, the database of a
+# lighthouse:* row is filled before the pair by the port (`replay --fill-epochs N --batches 0
+# --keep-db`: the same tables in Lighthouse's bytes, the state Lighthouse's slasher leaves after
+# N epochs of regular chain), so that the client starts from the same window as the port's
+# rows; the runner then opens it. Not part of the row's figures; its log is ROW.fill.log. The
+# filled directory goes to FILLED[ROW].
+declare -A FILLED=()
+prefill() {
+    local row=$1 dir=$2 core=$3 backend epochs before after d
+    [[ $row == lighthouse:* ]] || return 0
+    epochs=$(grep -oE -- '--fill-epochs[ =][0-9]+' <<<"${BENCH_REPLAY_ARGS:-}" | grep -oE '[0-9]+$') ||
+        return 0
+    backend=${row#lighthouse:}
+    backend=${backend%@*}
+    if [[ -z $dir ]]; then
+        dir=$BTRFS_DIR
+        [[ ${row#*@} == ext4 ]] && dir=$EXT4_DIR
+    fi
+    before=$(ls -d "$dir"/slasher-bench-"$backend"-* 2>/dev/null || true)
+    log "row $row: filling its database with $epochs epochs first (the port's fill; $OUT/$row.fill.log)"
+    taskset -c "$core" "$BIN" replay --fixture "$FIXTURE" --backends "$backend" --db-dir "$dir" \
+        --out "$OUT/$row.fill" --history-length "$HISTORY" --fill-epochs "$epochs" --batches 0 \
+        --keep-db --no-progress >"$OUT/$row.fill.log" 2>&1 || die "row $row: the fill failed ($OUT/$row.fill.log)"
+    after=$(ls -d "$dir"/slasher-bench-"$backend"-* 2>/dev/null || true)
+    for d in $after; do
+        grep -qxF -- "$d" <<<"$before" || FILLED[$row]=$d
+    done
+    [[ -n ${FILLED[$row]:-} ]] || die "row $row: the fill left no database in $dir"
 }
 
 # row_watch ROW: BENCH_ROW_WATCH beside port row ROW (whose command row_command just made);
@@ -481,6 +515,8 @@ run_pair() {
         fi
         dir_b=$SECOND_DIR
     fi
+    prefill "$a" "" 0
+    [[ -z $b ]] || prefill "$b" "$dir_b" 1
     drop_caches
     if [[ -n $b ]]; then
         row_command "$b" "$dir_b"
