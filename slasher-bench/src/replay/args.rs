@@ -20,7 +20,8 @@ pub struct ReplayArgs {
     /// Output directory for report.json, batches.csv, report.md and the charts.
     #[arg(long, required_unless_present = "child_result")]
     pub out: Option<PathBuf>,
-    /// Replay only the first N batches.
+    /// Replay only the first N batches (0 only with --fill-epochs and --keep-db: fill a
+    /// database and keep it, replaying nothing).
     #[arg(long)]
     pub batches: Option<u64>,
     /// Ask for non-durable commits (redb `Durability::Eventual`, as Lighthouse configures redb).

@@ -203,9 +203,15 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         .verify()
         .with_context(|| format!("checking fixture {}", args.fixture.display()))?;
     let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
-    if batches_replayed == 0 {
+    // `--batches 0 --fill-epochs N --keep-db` fills a database and keeps it (for another
+    // program to replay on, as scripts/bench.sh does for Lighthouse's rows).
+    let fill_only = args.batches == Some(0) && args.fill_epochs.is_some() && args.keep_db;
+    if batches_replayed == 0 && !fill_only {
         match args.batches {
-            Some(0) => bail!("nothing to replay: --batches 0"),
+            Some(0) => bail!(
+                "nothing to replay: --batches 0 (allowed only with --fill-epochs and --keep-db, \
+                 to fill a database and keep it)"
+            ),
             _ => bail!(
                 "nothing to replay: the fixture {} has 0 batches",
                 args.fixture.display()

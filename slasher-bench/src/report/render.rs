@@ -152,6 +152,14 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
         let _ = writeln!(s, "## Fixture `{name}`: {batches} batches; {settings}\n");
         let only: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
         match first_disagreement(&only) {
+            // Rows that replayed nothing agree on nothing: say so rather than pass.
+            None if only.iter().all(|r| r.batches.is_empty()) => {
+                let _ = writeln!(
+                    s,
+                    "Correctness gate: nothing compared: no row replayed a batch (a fill-only \
+                     run, `--batches 0 --fill-epochs N --keep-db`).\n"
+                );
+            }
             None => {
                 let total: usize = only
                     .first()

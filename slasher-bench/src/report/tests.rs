@@ -2,7 +2,7 @@
 
 use super::render::{
     phase_clock, phase_commits, render_client_pairs, render_clock, render_commit_parts, render_cpu,
-    render_csv, render_merges, render_phases, render_soak,
+    render_csv, render_markdown, render_merges, render_phases, render_soak,
 };
 use super::table::{baseline, ratio};
 use super::*;
@@ -628,4 +628,25 @@ fn client_rows_are_compared_with_their_own_lmdb_and_paired_with_the_port() {
         lh_line.contains("| 0.75× |"),
         "butter ÷ the client's LMDB: {lh_line}"
     );
+}
+
+#[test]
+fn rows_without_batches_pass_no_gate() {
+    let mut a = timed_row("lmdb@ext4", "lmdb", &[]);
+    let mut b = timed_row("butter@btrfs", "butter", &[]);
+    a.batches.clear();
+    b.batches.clear();
+    let md = render_markdown(
+        &Report {
+            schema: REPORT_SCHEMA.into(),
+            generated_by: String::new(),
+            runs: vec![run_with(0, vec![a, b])],
+        },
+        &[],
+    );
+    assert!(
+        md.contains("Correctness gate: nothing compared: no row replayed a batch"),
+        "{md}"
+    );
+    assert!(!md.contains("found the same slashings"), "{md}");
 }
