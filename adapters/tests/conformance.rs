@@ -85,7 +85,7 @@ fn butter_database_size_counts_the_newest_generation() {
             .prefix("conformance-size-")
             .tempdir_in(base)
             .expect("temp dir on btrfs")
-            .into_path(),
+            .keep(),
     );
     let path = guard.path().join("db");
     // An LMDB-shaped directory is not butter's: the gauge measures it its own way.
