@@ -17,7 +17,9 @@
 #   lighthouse:lmdb@ext4, lighthouse:lmdb@btrfs, lighthouse:butter@btrfs  (in a list) the same
 #                       batches through Lighthouse's own slasher: needs BENCH_LIGHTHOUSE_RUNNER
 #                       (`scripts/lighthouse.sh LIGHTHOUSE_DIR bench` sets it and these rows);
-#                       the row is imported with `slasher-bench import-client`
+#                       the row is imported with `slasher-bench import-client`; with
+#                       `--fill-epochs N` in BENCH_REPLAY_ARGS its database is first filled by
+#                       the port (see prefill below), so the client starts from the same window
 # Rows run two at a time, each its own `slasher-bench replay` process pinned to its own core
 # (`taskset`) and on its own filesystem, so the two rows of a pair share the machine, disk and
 # time alike, but no journal or transaction commit (and a soak's filesystem samples count one
