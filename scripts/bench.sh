@@ -62,6 +62,8 @@
 #   BENCH_OUT          report directory (default: $CARGO_TARGET_DIR/bench/<date-time>)
 #   BENCH_IMAGE_SIZE   size of each image (default 16G)
 #   BENCH_TMPDIR       where the images go (default /var/tmp; must not be tmpfs)
+#   BENCH_BTRFS_MOUNT_OPTIONS  further mount options for the btrfs images (e.g.
+#                      compress=zstd:1; the report records every row's mount options)
 #   BENCH_EXT4_DIR, BENCH_BTRFS_DIR  use these directories instead of making images
 #   BENCH_MEMORY_LIMIT each row in its own memory cgroup with this limit on its memory and page
 #                      cache together (e.g. 128M, 1G; numfmt --from=iec), as a node run under
@@ -149,7 +151,9 @@ make_fs() {
     esac
     mkdir "$mnt"
     dev=$(losetup -f --show "${LOOP_OPTS[@]}" "$img")
-    mount -o noatime "$dev" "$mnt"
+    local opts=noatime
+    [[ $kind == btrfs && -n ${BENCH_BTRFS_MOUNT_OPTIONS:-} ]] && opts+=,$BENCH_BTRFS_MOUNT_OPTIONS
+    mount -o "$opts" "$dev" "$mnt"
     chmod 1777 "$mnt"
     log "$name: $IMAGE_SIZE sparse image $img on $dev, mounted on $mnt ($(fs_of "$mnt"))"
     MOUNTED=$mnt

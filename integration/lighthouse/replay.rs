@@ -161,7 +161,12 @@ fn run(args: &[String]) -> Res<()> {
     config.validator_chunk_size = number(validator_chunk)?;
     let limit = number(batches)?;
 
-    let spec = Arc::new(ChainSpec::mainnet());
+    // Mainnet's Electra fork epoch (May 2025). Lighthouse releases before Electra was
+    // scheduled (stable 5.3) leave it unset, and their slasher then reads every stored
+    // attestation back in phase0's form, whose 2,048-index limit an Electra aggregate exceeds.
+    let mut spec = ChainSpec::mainnet();
+    spec.electra_fork_epoch = spec.electra_fork_epoch.or(Some(Epoch::new(364_032)));
+    let spec = Arc::new(spec);
     let slasher = Slasher::<E>::open(config, spec, logging::test_logger())
         .map_err(|e| format!("opening the slasher: {e:?}"))?;
     let mut reader = FixtureReader::open(fixture)?;
