@@ -133,6 +133,7 @@ PY
                 "$BIN_DIR/butter" check "$dir/fw-backups/restored" | sed 's/^/check: /'
                 fw "butter check of the restored copy took $(since "$t") s"
             fi
+            mkdir -p "$dir/fw-backups"
             "$BIN_DIR/butter" backup "$db" "$dir/fw-backups/reopen" >/dev/null
             "$BIN_DIR/examples/reopen" "$dir/fw-backups/reopen" 3 | sed 's/^/reopen: /'
             ;;
