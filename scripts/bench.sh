@@ -403,22 +403,28 @@ second_fs() {
     SECOND_DIR=${SECOND_DIRS[$fs]}
 }
 
+# row_dir ROW [DIR]: DIR, or the directory of the row's filesystem kind.
+row_dir() {
+    if [[ -n ${2:-} ]]; then
+        echo "$2"
+    elif [[ ${1#*@} == ext4 ]]; then
+        echo "$EXT4_DIR"
+    else
+        echo "$BTRFS_DIR"
+    fi
+}
+
 # row_command ROW [DIR]: the command of one row, in CMD, with its database in DIR (default: the
 # directory of the row's filesystem kind). A port row is a `slasher-bench replay`; a
 # lighthouse:* row is the runner on a fresh directory, whose path goes to CLIENT_DB (empty for
 # a port row) for the import afterwards.
 CMD=()
 CLIENT_DB=""
-ROW_DIR=""
 declare -A ROW_DIRS=()
 row_command() {
-    local row=$1 backend=${1%@*} fs=${1#*@} dir=${2:-} batches=${BENCH_BATCHES:-128}
-    if [[ -z $dir ]]; then
-        dir=$BTRFS_DIR
-        [[ $fs == ext4 ]] && dir=$EXT4_DIR
-    fi
+    local row=$1 backend=${1%@*} dir batches=${BENCH_BATCHES:-128}
+    dir=$(row_dir "$row" "${2:-}")
     CLIENT_DB=""
-    ROW_DIR=$dir
     ROW_DIRS[$row]=$dir
     if [[ $backend == lighthouse:* ]]; then
         backend=${backend#lighthouse:}
@@ -471,10 +477,7 @@ prefill() {
         return 0
     backend=${row#lighthouse:}
     backend=${backend%@*}
-    if [[ -z $dir ]]; then
-        dir=$BTRFS_DIR
-        [[ ${row#*@} == ext4 ]] && dir=$EXT4_DIR
-    fi
+    dir=$(row_dir "$row" "$dir")
     before=$(ls -d "$dir"/slasher-bench-"$backend"-* 2>/dev/null || true)
     log "row $row: filling its database with $epochs epochs first (the port's fill; $OUT/$row.fill.log)"
     taskset -c "$core" "$BIN" replay --fixture "$FIXTURE" --backends "$backend" --db-dir "$dir" \
@@ -493,7 +496,7 @@ row_watch() {
     [[ -n ${BENCH_ROW_WATCH:-} && -z $CLIENT_DB ]] || return 0
     local cmd
     read -r -a cmd <<<"$BENCH_ROW_WATCH"
-    "${cmd[@]}" "$1" "$ROW_DIR" "$OUT/$1" >"$OUT/$1.watch.log" 2>&1 &
+    "${cmd[@]}" "$1" "${ROW_DIRS[$1]}" "$OUT/$1" >"$OUT/$1.watch.log" 2>&1 &
     WATCHERS+=($!)
 }
 

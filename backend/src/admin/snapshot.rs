@@ -405,21 +405,7 @@ pub struct DirInfo {
 pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
     let incomplete = root::check_kind(&db.join(INCOMPLETE_MARKER), Kind::File)?;
     let scan = root::scan(db)?;
-    let compact = db.join(COMPACT_DIR);
-    let mut merge_outputs = (0, 0);
-    if scan.compact {
-        for entry in std::fs::read_dir(&compact).map_err(|e| Error::io("list", &compact, e))? {
-            // A commit swapping a merge output in unlinks it: one gone meanwhile is not counted.
-            match entry.and_then(|e| e.metadata()) {
-                Ok(meta) => {
-                    merge_outputs.0 += 1;
-                    merge_outputs.1 += meta.len();
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("stat", &compact, e)),
-            }
-        }
-    }
+    let merge_outputs = merge_outputs(db, &scan)?;
     let vfs = nix::sys::statvfs::statvfs(db).map_err(|e| Error::io("statvfs", db, e.into()))?;
     let block = vfs.fragment_size();
     let fs = FsUsage {
@@ -438,6 +424,28 @@ pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
     })
 }
 
+/// The background merge outputs in `db`'s `compact/` (not yet swapped in): how many, and their
+/// bytes.
+fn merge_outputs(db: &Path, scan: &root::RootScan) -> Result<(usize, u64)> {
+    let mut outputs = (0, 0);
+    if !scan.compact {
+        return Ok(outputs);
+    }
+    let compact = db.join(COMPACT_DIR);
+    for entry in std::fs::read_dir(&compact).map_err(|e| Error::io("list", &compact, e))? {
+        // A commit swapping a merge output in unlinks it: one gone meanwhile is not counted.
+        match entry.and_then(|e| e.metadata()) {
+            Ok(meta) => {
+                outputs.0 += 1;
+                outputs.1 += meta.len();
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("stat", &compact, e)),
+        }
+    }
+    Ok(outputs)
+}
+
 /// The bytes the database in `db` takes, without opening it: the segments its newest
 /// committed manifest lists (their lengths as the manifest records them, the figure `butter
 /// stat` adds up), the manifest itself, and background merge outputs not yet swapped in.
@@ -445,12 +453,15 @@ pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
 /// deleted by the next commit, and are not counted. Reads the manifest alone, no segment.
 ///
 /// # Errors
-/// [`Error::NotADatabase`] (no identity, or no committed generation), the checks of
-/// [`inspect_dir`], a corrupt manifest, I/O errors.
+/// [`Error::NotADatabase`] (no identity, or no committed generation), the checks of the
+/// directory's entries as in [`inspect_dir`], a corrupt manifest, I/O errors.
 pub fn database_bytes(db: &Path) -> Result<u64> {
     for _ in 0..MAX_ATTEMPTS {
-        let info = inspect_dir(db)?;
-        let Some(&newest) = info.generations.last().filter(|_| info.identity.is_some()) else {
+        // `inspect_dir`'s checks of the directory, without what the gauge does not need (the
+        // lock's holder from /proc, the filesystem's usage).
+        root::check_kind(&db.join(INCOMPLETE_MARKER), Kind::File)?;
+        let scan = root::scan(db)?;
+        let Some(&newest) = scan.generations.last().filter(|_| scan.id.is_some()) else {
             return Err(Error::NotADatabase {
                 path: db.into(),
                 reason: format!("it has no {ID_FILE} or no committed generation"),
@@ -473,7 +484,7 @@ pub fn database_bytes(db: &Path) -> Result<u64> {
             .flat_map(|t| &t.segments)
             .map(|s| s.file_len)
             .sum();
-        return Ok(segments + bytes.len() as u64 + info.merge_outputs.1);
+        return Ok(segments + bytes.len() as u64 + merge_outputs(db, &scan)?.1);
     }
     Err(Error::Io {
         op: "size the newest generation",
