@@ -122,7 +122,7 @@ impl Snapshot {
     /// of its entries ([`Error::ForeignEntry`]), a corrupt manifest, identity or segment footer
     /// and index, I/O errors.
     pub fn open(db: &Path) -> Result<Snapshot> {
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 1..=MAX_ATTEMPTS {
             let scan = root::scan(db)?;
             let Some(id) = scan.id else {
                 return Err(Error::NotADatabase {
@@ -131,6 +131,13 @@ impl Snapshot {
                 });
             };
             let Some(&newest) = scan.generations.last() else {
+                // A listing can miss every generation while a writer replaces the newest: the
+                // old one is gone by the time it is looked at, the new one came after the
+                // listing passed its place. Only a database that still has none at the last
+                // attempt has none.
+                if attempt < MAX_ATTEMPTS {
+                    continue;
+                }
                 return Err(Error::NotADatabase {
                     path: db.into(),
                     reason: "it holds no committed generation".into(),
@@ -456,12 +463,16 @@ fn merge_outputs(db: &Path, scan: &root::RootScan) -> Result<(usize, u64)> {
 /// [`Error::NotADatabase`] (no identity, or no committed generation), the checks of the
 /// directory's entries as in [`inspect_dir`], a corrupt manifest, I/O errors.
 pub fn database_bytes(db: &Path) -> Result<u64> {
-    for _ in 0..MAX_ATTEMPTS {
+    for attempt in 1..=MAX_ATTEMPTS {
         // `inspect_dir`'s checks of the directory, without what the gauge does not need (the
         // lock's holder from /proc, the filesystem's usage).
         root::check_kind(&db.join(INCOMPLETE_MARKER), Kind::File)?;
         let scan = root::scan(db)?;
         let Some(&newest) = scan.generations.last().filter(|_| scan.id.is_some()) else {
+            // As in `Snapshot::open`: a listing beside a writer can miss every generation.
+            if scan.id.is_some() && attempt < MAX_ATTEMPTS {
+                continue;
+            }
             return Err(Error::NotADatabase {
                 path: db.into(),
                 reason: format!("it has no {ID_FILE} or no committed generation"),
