@@ -95,7 +95,10 @@ hook() {
 import json, sys
 stat = json.load(open(sys.argv[1]))
 tables = stat["tables"]
-live = sum(t["file_bytes"] - t["dead_bytes"] for t in tables)
+# live/dead bytes count entries in memory's form (format 1's); the files may store them smaller
+# (format 2), so the live share of each table's files is its share of those entry bytes.
+live = round(sum(t["file_bytes"] * t["live_bytes"] / max(1, t["live_bytes"] + t["dead_bytes"])
+                 for t in tables))
 files = sum(t["file_bytes"] for t in tables)
 row = json.load(open(sys.argv[2]))["runs"][0]["backends"][0]
 samples = [(s["index"], s.get("fs_used_bytes")) for s in row.get("samples", []) if s.get("fs_used_bytes")]

@@ -94,13 +94,13 @@ pub enum Error {
         reason: String,
     },
     /// A file was written by an unknown (newer) format version.
-    #[error("{path} has format version {found}; this build reads version {supported}")]
+    #[error("{path} has format version {found}; this build reads versions up to {supported}")]
     UnsupportedFormatVersion {
         /// The file.
         path: PathBuf,
         /// Version found.
         found: u32,
-        /// Version this build understands.
+        /// The newest version this build understands.
         supported: u32,
     },
     /// A table handle from another environment, or a name that is not a table.

@@ -56,7 +56,10 @@ pub struct TableInfo {
 pub struct TableStats {
     /// Keys a reader sees.
     pub entries: u64,
-    /// Bytes of those entries in their segments (6-byte header, key, value).
+    /// Bytes of those entries, each counted as a 6-byte header, its key and its value (as
+    /// segment format 1 stores them and memory holds them; format 2 files take less, so
+    /// scale `file_bytes` by `live_bytes / (live_bytes + dead_bytes)` for the live share of
+    /// the files).
     pub live_bytes: u64,
     /// Bytes of stored entries a reader does not see: deletions and overwritten versions,
     /// which the next merge of the table drops.

@@ -52,10 +52,13 @@ fn segment_blocks(b: &[u8]) -> (Vec<Span>, Option<Span>) {
 }
 
 /// Offsets of the footer's counts and lengths, every index entry's offset/len/key length, and
-/// every block's entry count, entry offsets and key/value lengths.
+/// every block's entry count and its entries' length fields: format 1's offsets and fixed
+/// headers, format 2's varints (each taken as one byte wide, which most of them are).
 fn segment_fields(b: &[u8]) -> Vec<(usize, usize)> {
     let footer = b.len() - FOOTER_LEN;
+    let version = le(b, footer + 8, 4).unwrap_or(0);
     let mut fields = vec![
+        (footer + 8, 4),
         (footer + 12, 4),
         (footer + 16, 8),
         (footer + 24, 8),
@@ -71,15 +74,50 @@ fn segment_fields(b: &[u8]) -> Vec<(usize, usize)> {
             let end = off + len;
             let n = le(b, end - 8, 4).unwrap_or(0) as usize;
             fields.push((end - 8, 4));
-            for i in 0..n {
-                let slot = end - 8 - 4 * (n - i);
-                fields.push((slot, 4));
-                let entry = off + le(b, slot, 4).unwrap_or(0) as usize;
-                fields.extend([(entry, 2), (entry + 2, 4)]);
+            if version == 1 {
+                for i in 0..n {
+                    let slot = end - 8 - 4 * (n - i);
+                    fields.push((slot, 4));
+                    let entry = off + le(b, slot, 4).unwrap_or(0) as usize;
+                    fields.extend([(entry, 2), (entry + 2, 4)]);
+                }
+            } else {
+                format2_fields(b, *off, end - 8, n, &mut fields);
             }
         }
     }
     fields
+}
+
+/// The varints of a format-2 block's `n` entries in `b[start..end]`, as far as they parse.
+fn format2_fields(b: &[u8], start: usize, end: usize, n: usize, fields: &mut Vec<(usize, usize)>) {
+    let Some(body) = b.get(start..end) else {
+        return;
+    };
+    let mut at = 0;
+    for _ in 0..n {
+        let mut varint = |fields: &mut Vec<(usize, usize)>| {
+            fields.push((start + at, 1));
+            let mut v = 0u64;
+            for shift in (0..35).step_by(7) {
+                let byte = *body.get(at)?;
+                at += 1;
+                v |= u64::from(byte & 0x7f) << shift;
+                if byte & 0x80 == 0 {
+                    return Some(v as usize);
+                }
+            }
+            None
+        };
+        let (Some(_), Some(suffix), Some(tag)) = (varint(fields), varint(fields), varint(fields))
+        else {
+            return;
+        };
+        if tag > 0 && varint(fields).is_none() {
+            return;
+        }
+        at += suffix + tag.saturating_sub(1);
+    }
 }
 
 /// Recompute every CRC of a segment that still parses far enough: each block's, the index's
@@ -126,11 +164,17 @@ fn segment_seeds() -> Vec<Seed> {
         (b"b".to_vec(), Some(vec![7; 20_000])),
         (b"c".to_vec(), None),
     ];
+    // A file of format 1, which this build still reads (`segment/testdata`).
+    let format1 = include_bytes!("../segment/testdata/format1.seg").to_vec();
     vec![
         segment_seed(&short),
         segment_seed(&long),
         segment_seed(&oversized),
         segment_seed(&[]),
+        Seed {
+            fields: segment_fields(&format1),
+            bytes: format1,
+        },
     ]
 }
 

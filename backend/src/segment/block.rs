@@ -5,7 +5,10 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-use super::format::{key_cmp, le_u16, le_u32, BLOCK_TRAILER_LEN, ENTRY_HEADER_LEN, TOMBSTONE};
+use super::format::{
+    get_varint, key_cmp, le_u16, le_u32, put_varint, BLOCK_TARGET_BYTES, BLOCK_TRAILER_LEN,
+    ENTRY_HEADER_LEN, TOMBSTONE,
+};
 
 /// One decoded data block: its bytes and the offsets of its entries.
 #[derive(Debug)]
@@ -19,6 +22,27 @@ pub(crate) struct Block {
     /// Each key's length: with the prefixes, it orders two keys of up to 8 bytes without
     /// reading either ([`Block::cmp_key`]).
     key_lens: Box<[u16]>,
+}
+
+/// The key and value (empty for a deletion) of the in-memory entry at `off` of `block`.
+fn entry_at(block: &[u8], off: usize) -> (&[u8], &[u8]) {
+    let klen = le_u16(block, off).unwrap_or(0) as usize;
+    let vlen = match le_u32(block, off + 2).unwrap_or(TOMBSTONE) {
+        TOMBSTONE => 0,
+        l => l as usize,
+    };
+    let key_start = off + ENTRY_HEADER_LEN;
+    (
+        block.get(key_start..key_start + klen).unwrap_or(&[]),
+        block
+            .get(key_start + klen..key_start + klen + vlen)
+            .unwrap_or(&[]),
+    )
+}
+
+/// How many bytes `a` and `b` begin with in common.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The first 8 bytes of `key`, zero-padded, as a big-endian integer. If two keys' prefixes
@@ -52,8 +76,19 @@ impl Block {
         block
     }
 
-    /// Parse and verify a block read from `path` at `offset`.
-    pub(super) fn decode(data: Vec<u8>, path: &Path, offset: u64) -> Result<Block> {
+    /// Parse and verify a block of a format-`version` segment read from `path` at `offset`.
+    ///
+    /// Format 1 stores the entries as a block holds them in memory (`key_len u16 | value_len
+    /// u32 | key | value`, value_len [`TOMBSTONE`] for a deletion), then an offset u32 per entry.
+    /// Format 2 stores each entry as what it adds to the one before it in the block:
+    /// `shared | suffix_len | tag | [value_shared] | key suffix | value suffix`, the four
+    /// numbers LEB128 varints. The key is the previous key's first `shared` bytes and the
+    /// suffix; `tag` 0 is a deletion, otherwise the value is the previous value's first
+    /// `value_shared` bytes (a deletion's value is empty, and so is the one before a block's
+    /// first entry) and `tag - 1` bytes of suffix. Both end with the entry count u32 and a
+    /// CRC-32 of everything before it. The slasher's `attesters` entries (7-byte keys of
+    /// neighbouring validators, 6-byte ids) take 10 to 12 bytes instead of 23.
+    pub(super) fn decode(data: Vec<u8>, version: u32, path: &Path, offset: u64) -> Result<Block> {
         let bad = |reason: &str| Error::corrupted(path, format!("block at {offset}: {reason}"));
         let len = data.len();
         if len < BLOCK_TRAILER_LEN {
@@ -70,7 +105,15 @@ impl Block {
             });
         }
         let n = le_u32(&data, len - 8).ok_or_else(|| bad("no count"))? as usize;
-        let offsets_start = (len - BLOCK_TRAILER_LEN)
+        if version == 1 {
+            Self::decode_v1(data, n, bad)
+        } else {
+            Self::decode_v2(&data, n, bad)
+        }
+    }
+
+    fn decode_v1(mut data: Vec<u8>, n: usize, bad: impl Fn(&str) -> Error) -> Result<Block> {
+        let offsets_start = (data.len() - BLOCK_TRAILER_LEN)
             .checked_sub(n.checked_mul(4).ok_or_else(|| bad("count overflows"))?)
             .ok_or_else(|| bad("count larger than block"))?;
         let mut offsets = Vec::with_capacity(n);
@@ -92,7 +135,6 @@ impl Block {
         if prev_end != offsets_start {
             return Err(bad("trailing bytes after entries"));
         }
-        let mut data = data;
         data.truncate(offsets_start);
         Ok(Block::new(
             data.into_boxed_slice(),
@@ -100,9 +142,106 @@ impl Block {
         ))
     }
 
-    /// The entries' bytes: the block as written, before its trailer.
-    pub(super) fn entry_bytes(&self) -> &[u8] {
-        &self.data
+    /// Expands a format-2 block into the in-memory form. What a damaged block can expand to is
+    /// bounded: every entry after the first must start below [`BLOCK_TARGET_BYTES`] (where the
+    /// builder closes a block), so the whole is at most that, plus one key, one shared value
+    /// from below that bound, and the block's own bytes.
+    fn decode_v2(data: &[u8], n: usize, bad: impl Fn(&str) -> Error) -> Result<Block> {
+        let body = data.get(..data.len() - BLOCK_TRAILER_LEN).unwrap_or(&[]);
+        // An entry takes at least 3 bytes (three one-byte varints): a damaged count cannot
+        // reserve more than the block could hold.
+        let mut offsets = Vec::with_capacity(n.min(body.len() / 3));
+        let mut out = Vec::with_capacity((2 * body.len()).min(2 * BLOCK_TARGET_BYTES));
+        let (mut key, mut value) = (0..0, 0..0);
+        let mut at = 0usize;
+        for i in 0..n {
+            if i > 0 && out.len() >= BLOCK_TARGET_BYTES {
+                return Err(bad("entries past the block's size"));
+            }
+            let mut varint = || get_varint(body, &mut at).ok_or_else(|| bad("entry header"));
+            let shared = varint()? as usize;
+            let suffix = varint()? as usize;
+            let tag = varint()?;
+            let value_shared = if tag == 0 { 0 } else { varint()? as usize };
+            if shared > key.len() || value_shared > value.len() {
+                return Err(bad("shares more than the entry before it holds"));
+            }
+            let klen = u16::try_from(shared + suffix).map_err(|_| bad("key too long"))?;
+            let vsuffix = tag.saturating_sub(1) as usize;
+            let vlen = match tag {
+                0 => TOMBSTONE,
+                _ => u32::try_from(value_shared + vsuffix)
+                    .ok()
+                    .filter(|&l| l != TOMBSTONE)
+                    .ok_or_else(|| bad("value too long"))?,
+            };
+            let key_end = at
+                .checked_add(suffix)
+                .ok_or_else(|| bad("entry overruns block"))?;
+            let value_end = key_end
+                .checked_add(vsuffix)
+                .ok_or_else(|| bad("entry overruns block"))?;
+            let (Some(key_suffix), Some(value_suffix)) =
+                (body.get(at..key_end), body.get(key_end..value_end))
+            else {
+                return Err(bad("entry overruns block"));
+            };
+            at = value_end;
+            offsets.push(u32::try_from(out.len()).map_err(|_| bad("block too large"))?);
+            out.extend_from_slice(&klen.to_le_bytes());
+            out.extend_from_slice(&vlen.to_le_bytes());
+            let key_start = out.len();
+            out.extend_from_within(key.start..key.start + shared);
+            out.extend_from_slice(key_suffix);
+            key = key_start..out.len();
+            let value_start = out.len();
+            if tag != 0 {
+                out.extend_from_within(value.start..value.start + value_shared);
+                out.extend_from_slice(value_suffix);
+            }
+            value = value_start..out.len();
+        }
+        if at != body.len() {
+            return Err(bad("trailing bytes after entries"));
+        }
+        Ok(Block::new(
+            out.into_boxed_slice(),
+            offsets.into_boxed_slice(),
+        ))
+    }
+
+    /// Appends entry (`key`, `value`) in format 2 to `out`, the format-2 bytes of a block whose
+    /// in-memory form so far is `block` with its last entry at `last` (`None`: the first).
+    pub(super) fn encode_v2(
+        out: &mut Vec<u8>,
+        block: &[u8],
+        last: Option<u32>,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) {
+        let (prev_key, prev_value) = match last {
+            Some(off) => entry_at(block, off as usize),
+            None => (&[][..], &[][..]),
+        };
+        let shared = common_prefix(prev_key, key);
+        put_varint(out, shared as u32);
+        put_varint(out, (key.len() - shared) as u32);
+        let value_shared = match value {
+            None => {
+                put_varint(out, 0);
+                0
+            }
+            Some(v) => {
+                let value_shared = common_prefix(prev_value, v);
+                put_varint(out, (v.len() - value_shared + 1) as u32);
+                put_varint(out, value_shared as u32);
+                value_shared
+            }
+        };
+        out.extend_from_slice(key.get(shared..).unwrap_or(&[]));
+        if let Some(v) = value {
+            out.extend_from_slice(v.get(value_shared..).unwrap_or(&[]));
+        }
     }
 
     /// Bytes held in memory (for the cache's accounting).

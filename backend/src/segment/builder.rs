@@ -1,9 +1,10 @@
 //! Writing a segment file as it is built.
 //!
 //! Finished blocks are handed to a [`SegmentSink`] in runs of about [`RUN_BYTES`]: a segment
-//! is never held in memory whole. Each block's entry bytes are the decoded [`Block`] the cache
-//! takes, its trailer (offsets, count, CRC) is kept beside it until the run is written, and the
-//! index and footer end the file. A commit that rewrites a whole table (every batch of the
+//! is never held in memory whole. Each entry goes into two forms of its block: the in-memory
+//! form, which becomes the decoded [`Block`] the cache takes, and the on-disk form
+//! ([`Block::encode_v2`]), which is kept with the block's trailer (count, CRC) until the run is
+//! written. The index and footer end the file. A commit that rewrites a whole table (every batch of the
 //! slasher's first epoch) would otherwise hold a second copy of the table, in freshly faulted
 //! pages, until the last block is built.
 
@@ -15,9 +16,7 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use super::block::Block;
-use super::format::{
-    BLOCK_TARGET_BYTES, BLOCK_TRAILER_LEN, FOOTER_LEN, MAGIC, SEGMENT_VERSION, TOMBSTONE,
-};
+use super::format::{BLOCK_TARGET_BYTES, FOOTER_LEN, MAGIC, SEGMENT_VERSION, TOMBSTONE};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
@@ -138,17 +137,19 @@ impl SegmentSink for MemorySink {
 #[derive(Debug)]
 pub(crate) struct SegmentBuilder<S> {
     sink: S,
-    /// The entries of the block being filled.
+    /// The entries of the block being filled, in memory's form, and where each starts.
     block: Vec<u8>,
     offsets: Vec<u32>,
-    /// Finished blocks not yet written, and their trailers back to back.
+    /// The same entries in the file's form.
+    encoded: Vec<u8>,
+    /// Finished blocks not yet written, and their bytes in the file's form, back to back.
     pending: Vec<Arc<Block>>,
-    trailers: Vec<u8>,
+    run: Vec<u8>,
     /// Blocks written before `pending`.
     blocks_written: usize,
     /// Bytes of the finished blocks, trailers included: where the next block starts.
     written: u64,
-    /// Bytes of `pending` and `trailers`.
+    /// Bytes of `run`.
     pending_bytes: usize,
     index: Vec<(u64, u32, Box<[u8]>)>,
     entries: u64,
@@ -161,8 +162,9 @@ impl<S: SegmentSink> SegmentBuilder<S> {
             sink,
             block: Vec::new(),
             offsets: Vec::new(),
+            encoded: Vec::new(),
             pending: Vec::new(),
-            trailers: Vec::new(),
+            run: Vec::new(),
             blocks_written: 0,
             written: 0,
             pending_bytes: 0,
@@ -177,7 +179,7 @@ impl<S: SegmentSink> SegmentBuilder<S> {
 
     /// About the bytes of the file so far (without its index and footer).
     pub(crate) fn approx_bytes(&self) -> u64 {
-        self.written + self.pending_bytes as u64 + self.block.len() as u64
+        self.written + self.pending_bytes as u64 + self.encoded.len() as u64
     }
 
     /// Append one entry; keys must be strictly ascending (the caller guarantees it). Fails
@@ -196,6 +198,13 @@ impl<S: SegmentSink> SegmentBuilder<S> {
             // Most blocks end within an entry of the target: one allocation each.
             self.block.reserve(BLOCK_TARGET_BYTES + 512);
         }
+        Block::encode_v2(
+            &mut self.encoded,
+            &self.block,
+            self.offsets.last().copied(),
+            key,
+            value,
+        );
         self.offsets.push(self.block.len() as u32);
         self.block.extend_from_slice(&klen.to_le_bytes());
         self.block.extend_from_slice(&vlen.to_le_bytes());
@@ -213,58 +222,37 @@ impl<S: SegmentSink> SegmentBuilder<S> {
         Ok(())
     }
 
-    #[expect(
-        clippy::indexing_slicing,
-        reason = "start is a past length of trailers, which only grows"
-    )]
     fn finish_block(&mut self) {
         if self.offsets.is_empty() {
             return;
         }
-        let data = std::mem::take(&mut self.block).into_boxed_slice();
-        let start = self.trailers.len();
-        for off in &self.offsets {
-            self.trailers.extend_from_slice(&off.to_le_bytes());
-        }
-        self.trailers
+        let start = self.run.len();
+        self.run.append(&mut self.encoded);
+        self.run
             .extend_from_slice(&(self.offsets.len() as u32).to_le_bytes());
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&data);
-        crc.update(&self.trailers[start..]);
-        self.trailers
-            .extend_from_slice(&crc.finalize().to_le_bytes());
-        let len = data.len() + (self.trailers.len() - start);
+        let crc = crc32fast::hash(self.run.get(start..).unwrap_or(&[]));
+        self.run.extend_from_slice(&crc.to_le_bytes());
+        let len = self.run.len() - start;
         if let Some(last) = self.index.last_mut() {
             last.1 = len as u32;
         }
         self.written += len as u64;
         self.pending_bytes += len;
         self.pending.push(Arc::new(Block::new(
-            data,
+            std::mem::take(&mut self.block).into_boxed_slice(),
             std::mem::take(&mut self.offsets).into_boxed_slice(),
         )));
     }
 
-    /// Write the pending blocks, each with its trailer, then `tail`; hand the blocks to the
-    /// sink.
+    /// Write the pending blocks, then `tail`; hand the blocks to the sink.
     fn write_pending(&mut self, tail: &[u8]) -> Result<()> {
-        let mut pieces = Vec::with_capacity(2 * self.pending.len() + 1);
-        let mut trailers = self.trailers.as_slice();
-        for b in &self.pending {
-            // Each block's trailer is 4 bytes per entry and 8 more (built so in finish_block).
-            let n = (4 * b.len() + BLOCK_TRAILER_LEN).min(trailers.len());
-            let (trailer, rest) = trailers.split_at(n);
-            pieces.push(IoSlice::new(b.entry_bytes()));
-            pieces.push(IoSlice::new(trailer));
-            trailers = rest;
-        }
-        pieces.push(IoSlice::new(tail));
         let start = self.written - self.pending_bytes as u64;
-        self.sink.append(start, &pieces)?;
+        self.sink
+            .append(start, &[IoSlice::new(&self.run), IoSlice::new(tail)])?;
         let blocks = std::mem::take(&mut self.pending);
         let first = self.blocks_written;
         self.blocks_written += blocks.len();
-        self.trailers.clear();
+        self.run.clear();
         self.pending_bytes = 0;
         self.sink.appended_blocks(first, blocks);
         Ok(())

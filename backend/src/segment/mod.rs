@@ -11,11 +11,22 @@
 //!                             entry_count u64 | index_offset u64 | index_len u32 |
 //!                             index crc32 u32 | footer crc32 u32 (of the 40 bytes before it)
 //!
-//! Data block (len bytes, about BLOCK_TARGET_BYTES; one oversized entry makes a bigger block)
+//! Data block, format 2 (len bytes; it closes once its entries take about
+//! BLOCK_TARGET_BYTES in memory's form below; one oversized entry makes a bigger block)
 //! OFFSET        SIZE        DESCRIPTION
+//! 0             ...         entries: shared | suffix_len | tag | [value_shared] | key suffix |
+//!                             value suffix; the four numbers LEB128 varints, value_shared only
+//!                             when tag != 0. Key = previous key[..shared] ++ key suffix;
+//!                             tag 0 = a deletion, else value = previous value[..value_shared]
+//!                             ++ (tag - 1) bytes of value suffix (Block::decode)
+//! len-8         4           entry count n u32
+//! len-4         4           crc32 of bytes [0, len-4)
+//!
+//! Data block, format 1 (still read), and every block in memory (Block)
 //! 0             ...         entries: key_len u16 | value_len u32 | key | value
 //!                             value_len = TOMBSTONE (u32::MAX): a deletion, no value bytes
-//! len-8-4n      4n          entry offsets u32, relative to the block start, ascending
+//! len-8-4n      4n          entry offsets u32, relative to the block start, ascending (on disk
+//!                             only; memory keeps them apart)
 //! len-8         4           entry count n u32
 //! len-4         4           crc32 of bytes [0, len-4)
 //! ```

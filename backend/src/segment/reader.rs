@@ -14,7 +14,8 @@ use super::block::{key_prefix, search_prefixed, Block};
 use super::format::{
     key_cmp, le_u16, le_u32, le_u64, FOOTER_BLOCK_COUNT_OFFSET, FOOTER_CRC_OFFSET,
     FOOTER_ENTRY_COUNT_OFFSET, FOOTER_INDEX_CRC_OFFSET, FOOTER_INDEX_LEN_OFFSET,
-    FOOTER_INDEX_OFFSET_OFFSET, FOOTER_LEN, FOOTER_VERSION_OFFSET, MAGIC, SEGMENT_VERSION,
+    FOOTER_INDEX_OFFSET_OFFSET, FOOTER_LEN, FOOTER_VERSION_OFFSET, MAGIC, OLDEST_SEGMENT_VERSION,
+    SEGMENT_VERSION,
 };
 
 /// How a read of a segment's blocks uses the block cache.
@@ -49,6 +50,8 @@ pub(crate) struct Segment {
     pub(super) path: PathBuf,
     pub(super) file: File,
     pub(crate) file_len: u64,
+    /// The format version its footer names (it says how the blocks are encoded).
+    pub(super) version: u32,
     pub(crate) entries: u64,
     pub(crate) min_key: Box<[u8]>,
     pub(crate) max_key: Box<[u8]>,
@@ -133,7 +136,7 @@ impl Segment {
             return Err(Error::corrupted(&path, "bad segment magic"));
         }
         let version = le_u32(&footer, FOOTER_VERSION_OFFSET).unwrap_or(0);
-        if version != SEGMENT_VERSION {
+        if !(OLDEST_SEGMENT_VERSION..=SEGMENT_VERSION).contains(&version) {
             return Err(Error::UnsupportedFormatVersion {
                 path,
                 found: version,
@@ -205,6 +208,7 @@ impl Segment {
             path,
             file,
             file_len,
+            version,
             entries,
             min_key: Box::default(),
             max_key: Box::default(),
@@ -242,7 +246,7 @@ impl Segment {
         self.file
             .read_exact_at(&mut data, loc.offset)
             .map_err(|e| Error::io("read segment block", &self.path, e))?;
-        let block = Arc::new(Block::decode(data, &self.path, loc.offset)?);
+        let block = Arc::new(Block::decode(data, self.version, &self.path, loc.offset)?);
         if cache_use == CacheUse::Fill {
             self.cache.insert(self.seq, i, block.clone());
         }

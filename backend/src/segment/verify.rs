@@ -18,7 +18,10 @@ pub(crate) struct SegmentCheck {
     pub(crate) entries: u64,
     /// Of them, deletions.
     pub(crate) tombstones: u64,
-    /// Bytes of the entries as stored in the blocks (headers, keys and values).
+    /// Bytes of the entries counted as format 1 stores them (a 6-byte header, the key and the
+    /// value), whatever this segment's format: the unit of [`TableStats`]'s live and dead bytes.
+    ///
+    /// [`TableStats`]: crate::admin::TableStats
     pub(crate) entry_bytes: u64,
 }
 
