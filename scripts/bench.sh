@@ -89,7 +89,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 BIN=$TARGET/release/slasher-bench
-PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config e2fsprogs util-linux mount)
+PACKAGES=(btrfs-progs e2fsprogs util-linux mount)
 LOG_TAG=bench.sh
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"

@@ -1,5 +1,11 @@
 # Shell functions shared by scripts/test.sh and scripts/bench.sh (sourced, not run).
-# The sourcing script sets LOG_TAG (e.g. test.sh) and PACKAGES (Debian packages it needs).
+# The sourcing script sets LOG_TAG (e.g. test.sh) and PACKAGES (Debian packages it needs
+# besides BUILD_PACKAGES, which building the workspace needs and every script that calls
+# install_packages gets).
+
+# What `cargo build` of the workspace needs on a fresh Debian machine (mdbx-sys and lmdb-sys
+# compile C and run bindgen, which needs libclang).
+BUILD_PACKAGES=(libclang-dev build-essential pkg-config)
 
 log() { printf '[%s] %s\n' "$LOG_TAG" "$*"; }
 die() {
@@ -37,16 +43,16 @@ find_cargo() {
     die "cargo not found: install Rust (rustup) first"
 }
 
-# Installs the PACKAGES a fresh Debian machine lacks (root only).
+# Installs the BUILD_PACKAGES and PACKAGES a fresh Debian machine lacks (root only).
 install_packages() {
     local missing=() p
-    for p in "${PACKAGES[@]}"; do
+    for p in "${BUILD_PACKAGES[@]}" "${PACKAGES[@]}"; do
         if ! dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
             missing+=("$p")
         fi
     done
     if ((${#missing[@]} == 0)); then
-        log "packages already installed: ${PACKAGES[*]}"
+        log "packages already installed: ${BUILD_PACKAGES[*]} ${PACKAGES[*]}"
         return 0
     fi
     command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get"

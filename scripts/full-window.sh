@@ -40,7 +40,7 @@ cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 BIN=$TARGET/release/slasher-bench
 LOG_TAG=full-window.sh
-PACKAGES=(python3 lmdb-utils)
+PACKAGES=(python3 lmdb-utils btrfs-progs e2fsprogs util-linux mount)
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
 HISTORIES=${FW_HISTORIES:-256}

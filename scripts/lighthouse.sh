@@ -47,7 +47,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOG_TAG=lighthouse.sh
-PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config cmake python3 util-linux mount)
+PACKAGES=(btrfs-progs cmake python3 util-linux mount)
 # shellcheck source=scripts/common.sh
 . "$REPO/scripts/common.sh"
 

@@ -37,6 +37,7 @@ START_EPOCH=${SCALE_START_EPOCH:-491000}
 OUT=${SCALE_OUT:-$TARGET/scale/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
+[[ $(id -u) != 0 ]] || install_packages
 cargo build --release -q -p slasher-bench
 mkdir -p "$OUT"
 START=$SECONDS

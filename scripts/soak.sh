@@ -41,6 +41,7 @@ EPOCHS=$((WRAPS * HISTORY + 2))
 OUT=${SOAK_OUT:-$TARGET/soak/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
+[[ $(id -u) != 0 ]] || install_packages
 cargo build --release -q -p slasher-bench
 fixture=$TARGET/fixtures/soak-electra-v$VALIDATORS-h$HISTORY-x$WRAPS-s$SEED.fixture
 generated_fixture "$fixture" --validators "$VALIDATORS" --epochs "$EPOCHS" --seed "$SEED" \

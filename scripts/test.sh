@@ -42,7 +42,7 @@ BACKENDS=(lmdb mdbx redb butter)
 # binding), build-essential and pkg-config (C parts of LMDB/MDBX), util-linux and mount
 # (losetup, setpriv, mount), python3 (scripts/import_cycles.py, and the Lighthouse glue's
 # patch.py, which tests/tests/lighthouse_glue.rs runs on a tree of its own) and git (that test).
-PACKAGES=(btrfs-progs libclang-dev build-essential pkg-config util-linux mount python3 git)
+PACKAGES=(btrfs-progs util-linux mount python3 git)
 LOG_TAG=test.sh
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
