@@ -125,7 +125,7 @@ impl Env {
         ))
     }
 
-    /// Run `kind` on a background thread of idle priority.
+    /// Run `kind` on a background thread of low priority (nice [`sys::MERGE_NICE`]).
     fn spawn(&self, writer: &mut WriterState, table: usize, kind: WorkKind) {
         let first_input = match &kind {
             WorkKind::Tiered(inputs) => inputs.first().map(|s| s.seq),
@@ -151,8 +151,8 @@ impl Env {
         let spawned = std::thread::Builder::new()
             .name("butter-merge".into())
             .spawn(move || {
-                // The merge uses only CPU time the slasher leaves idle.
-                if let Err(e) = sys::set_current_thread_idle() {
+                // A bounded share of a busy core, not only its idle time (design.md §7).
+                if let Err(e) = sys::set_current_thread_background() {
                     log::warn!("merge thread keeps normal priority: {e}");
                 }
                 work.run()
