@@ -150,8 +150,18 @@ impl Block {
         let body = data.get(..data.len() - BLOCK_TRAILER_LEN).unwrap_or(&[]);
         // An entry takes at least 3 bytes (three one-byte varints): a damaged count cannot
         // reserve more than the block could hold.
-        let mut offsets = Vec::with_capacity(n.min(body.len() / 3));
-        let mut out = Vec::with_capacity((2 * body.len()).min(2 * BLOCK_TARGET_BYTES));
+        let cap = n.min(body.len() / 3);
+        let mut offsets = Vec::with_capacity(cap);
+        let mut prefixes = Vec::with_capacity(cap);
+        let mut key_lens = Vec::with_capacity(cap);
+        // A block of small entries expands to just past the target; one large entry, to
+        // about its own size.
+        let mut out = Vec::with_capacity(
+            body.len()
+                .saturating_mul(4)
+                .min(BLOCK_TARGET_BYTES + 1024)
+                .max(body.len() + 64),
+        );
         let (mut key, mut value) = (0..0, 0..0);
         let mut at = 0usize;
         for i in 0..n {
@@ -194,6 +204,8 @@ impl Block {
             out.extend_from_within(key.start..key.start + shared);
             out.extend_from_slice(key_suffix);
             key = key_start..out.len();
+            prefixes.push(key_prefix(out.get(key.clone()).unwrap_or(&[])));
+            key_lens.push(klen);
             let value_start = out.len();
             if tag != 0 {
                 out.extend_from_within(value.start..value.start + value_shared);
@@ -204,10 +216,12 @@ impl Block {
         if at != body.len() {
             return Err(bad("trailing bytes after entries"));
         }
-        Ok(Block::new(
-            out.into_boxed_slice(),
-            offsets.into_boxed_slice(),
-        ))
+        Ok(Block {
+            data: out.into_boxed_slice(),
+            offsets: offsets.into_boxed_slice(),
+            prefixes: prefixes.into_boxed_slice(),
+            key_lens: key_lens.into_boxed_slice(),
+        })
     }
 
     /// Appends entry (`key`, `value`) in format 2 to `out`, the format-2 bytes of a block whose
