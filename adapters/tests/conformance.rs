@@ -110,9 +110,10 @@ fn butter_database_size_counts_the_newest_generation() {
         .iter()
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .sum();
-    // 2,000 entries of 114 bytes, and nothing but the newest generation's files (a merge
-    // output in `compact/` may come on top, but not in a single commit's database).
-    assert!(size > 2000 * 108, "{size}");
+    // 2,000 values of 100 bytes, no two neighbours sharing a byte (so segment format 2 stores
+    // each whole), and nothing but the newest generation's files (a merge output in `compact/`
+    // may come on top, but not in a single commit's database).
+    assert!(size > 2000 * 100, "{size}");
     assert_eq!(size, files, "the live files: {:?}", env.filenames());
     drop(env);
 }

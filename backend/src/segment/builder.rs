@@ -4,9 +4,9 @@
 //! is never held in memory whole. Each entry goes into two forms of its block: the in-memory
 //! form, which becomes the decoded [`Block`] the cache takes, and the on-disk form
 //! ([`Block::encode_v2`]), which is kept with the block's trailer (count, CRC) until the run is
-//! written. The index and footer end the file. A commit that rewrites a whole table (every batch of the
-//! slasher's first epoch) would otherwise hold a second copy of the table, in freshly faulted
-//! pages, until the last block is built.
+//! written. The index and footer end the file. A commit that rewrites a whole table (every
+//! batch of the slasher's first epoch) would otherwise hold a second copy of the table, in
+//! freshly faulted pages, until the last block is built.
 
 use std::fs::File;
 use std::io::IoSlice;
