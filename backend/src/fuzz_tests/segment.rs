@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::fuzzing::{footer_entry_count, read_segment};
-use crate::segment::{SegmentBuilder, FOOTER_LEN};
+use crate::segment::{get_varint, SegmentBuilder, FOOTER_LEN};
 
 /// A segment file the engine's builder writes, and its length/count fields.
 fn segment_seed(entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> Seed {
@@ -98,16 +98,7 @@ fn format2_fields(b: &[u8], start: usize, end: usize, n: usize, fields: &mut Vec
     for _ in 0..n {
         let mut varint = |fields: &mut Vec<(usize, usize)>| {
             fields.push((start + at, 1));
-            let mut v = 0u64;
-            for shift in (0..35).step_by(7) {
-                let byte = *body.get(at)?;
-                at += 1;
-                v |= u64::from(byte & 0x7f) << shift;
-                if byte & 0x80 == 0 {
-                    return Some(v as usize);
-                }
-            }
-            None
+            get_varint(body, &mut at).map(|v| v as usize)
         };
         let (Some(_), Some(suffix), Some(tag)) = (varint(fields), varint(fields), varint(fields))
         else {

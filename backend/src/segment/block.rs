@@ -24,20 +24,16 @@ pub(crate) struct Block {
     key_lens: Box<[u16]>,
 }
 
-/// The key and value (empty for a deletion) of the in-memory entry at `off` of `block`.
-fn entry_at(block: &[u8], off: usize) -> (&[u8], &[u8]) {
+/// The key and value (`None` for a deletion) of the in-memory entry at `off` of `block`.
+fn entry_at(block: &[u8], off: usize) -> (&[u8], Option<&[u8]>) {
     let klen = le_u16(block, off).unwrap_or(0) as usize;
-    let vlen = match le_u32(block, off + 2).unwrap_or(TOMBSTONE) {
-        TOMBSTONE => 0,
-        l => l as usize,
-    };
     let key_start = off + ENTRY_HEADER_LEN;
-    (
-        block.get(key_start..key_start + klen).unwrap_or(&[]),
-        block
-            .get(key_start + klen..key_start + klen + vlen)
-            .unwrap_or(&[]),
-    )
+    let key = block.get(key_start..key_start + klen).unwrap_or(&[]);
+    let value = match le_u32(block, off + 2).unwrap_or(TOMBSTONE) {
+        TOMBSTONE => None,
+        vlen => block.get(key_start + klen..key_start + klen + vlen as usize),
+    };
+    (key, value)
 }
 
 /// How many bytes `a` and `b` begin with in common.
@@ -235,8 +231,10 @@ impl Block {
     ) {
         let (prev_key, prev_value) = match last {
             Some(off) => entry_at(block, off as usize),
-            None => (&[][..], &[][..]),
+            None => (&[][..], None),
         };
+        // A deletion's value, and the one before a block's first entry, share nothing.
+        let prev_value = prev_value.unwrap_or_default();
         let shared = common_prefix(prev_key, key);
         put_varint(out, shared as u32);
         put_varint(out, (key.len() - shared) as u32);
@@ -280,13 +278,7 @@ impl Block {
     /// The value of entry `i`, `None` for a tombstone.
     pub(crate) fn value(&self, i: usize) -> Option<&[u8]> {
         let off = self.offsets.get(i).copied().unwrap_or(0) as usize;
-        let klen = le_u16(&self.data, off).unwrap_or(0) as usize;
-        let vlen = le_u32(&self.data, off + 2).unwrap_or(TOMBSTONE);
-        if vlen == TOMBSTONE {
-            return None;
-        }
-        let start = off + ENTRY_HEADER_LEN + klen;
-        self.data.get(start..start + vlen as usize)
+        entry_at(&self.data, off).1
     }
 
     /// How entry `i`'s key orders against `key`, whose [`key_prefix`] is `prefix`. Reads the

@@ -25,7 +25,7 @@ pub(super) const FOOTER_CRC_OFFSET: usize = FOOTER_INDEX_CRC_OFFSET + 4;
 pub(crate) const FOOTER_LEN: usize = FOOTER_CRC_OFFSET + 4;
 
 /// Entry header of format 1 on disk, and of every block in memory: key_len u16 + value_len u32.
-pub(crate) const ENTRY_HEADER_LEN: usize = 6;
+pub(super) const ENTRY_HEADER_LEN: usize = 6;
 /// Block trailer: (format 1: an offset u32 per entry,) count u32 + crc u32.
 pub(super) const BLOCK_TRAILER_LEN: usize = 8;
 /// Marker value length of a deletion.
@@ -78,7 +78,7 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
 
 /// Reads an unsigned LEB128 varint of at most 5 bytes at `*at`, moving `*at` past it; `None`
 /// past the end or if it does not fit in a u32.
-pub(super) fn get_varint(b: &[u8], at: &mut usize) -> Option<u32> {
+pub(crate) fn get_varint(b: &[u8], at: &mut usize) -> Option<u32> {
     let mut v = 0u32;
     for shift in [0u32, 7, 14, 21, 28] {
         let byte = *b.get(*at)?;

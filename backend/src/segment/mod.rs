@@ -43,6 +43,8 @@ mod verify;
 
 pub(crate) use block::key_prefix;
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};
+#[cfg(test)]
+pub(crate) use format::get_varint;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use format::FOOTER_LEN;
 pub(crate) use format::{key_cmp, le_u16, le_u32, le_u64};
