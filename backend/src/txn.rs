@@ -10,7 +10,7 @@ use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
 use crate::iter::{MemLookup, MergeIter};
 use crate::memtable::Memtable;
-use crate::segment::{key_cmp, BlockHint, Segment};
+use crate::segment::{key_cmp, BlockHint, Load, Probe, Segment};
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +97,20 @@ impl<'a> TableView<'a> {
     /// `f` of the entry (a value, or `None` for a deletion) of the newest segment that has
     /// `key`; `None` if none has it.
     fn segment_get<R>(&self, key: &[u8], f: impl Fn(Option<&[u8]>) -> R) -> Result<Option<R>> {
+        Ok(match self.segment_probe(key, Load::Read, f)? {
+            Probe::Found(r) => Some(r),
+            Probe::Absent | Probe::NotRead => None,
+        })
+    }
+
+    /// As [`TableView::segment_get`], reading blocks only as `load` allows: [`Probe::NotRead`]
+    /// if a segment the answer depends on would have had to read its block from disk.
+    fn segment_probe<R>(
+        &self,
+        key: &[u8],
+        load: Load,
+        f: impl Fn(Option<&[u8]>) -> R,
+    ) -> Result<Probe<R>> {
         let mut hints = self.hints.map(RefCell::borrow_mut);
         let upper = self.segments.len().saturating_sub(self.parts);
         // Every upper segment, newest first; then the one partition whose range may hold it.
@@ -112,17 +126,27 @@ impl<'a> TableView<'a> {
                 .as_mut()
                 .and_then(|h| h.get_mut(i))
                 .unwrap_or(&mut unhinted);
-            if let Some(r) = seg.get_with(key, hint, &f)? {
-                return Ok(Some(r));
+            match seg.probe(key, hint, load, &f)? {
+                Probe::Absent => {}
+                found_or_not_read => return Ok(found_or_not_read),
             }
         }
-        Ok(None)
+        Ok(Probe::Absent)
     }
 
     /// Whether the transaction already sees `value` under `key`: then a put of it changes
-    /// nothing (design.md §2).
+    /// nothing (design.md §2). Only blocks already in memory are searched: where finding out
+    /// would read a block from disk, the answer is no and the put is recorded (a put the
+    /// slasher did not read first, such as a new `attesters` entry, would otherwise read a
+    /// cold block only to learn that its value changed).
     fn holds(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        self.test(key, |v| v == Some(value))
+        match self.mem_get(key) {
+            Some(v) => Ok(v == Some(value)),
+            None => Ok(matches!(
+                self.segment_probe(key, Load::CachedOnly, |v| v == Some(value))?,
+                Probe::Found(true)
+            )),
+        }
     }
 
     /// The memtable's entry for `key`: `Some(None)` is a deletion.
@@ -130,16 +154,12 @@ impl<'a> TableView<'a> {
         self.mem?.get(key)
     }
 
+    /// Whether the transaction sees a value under `key`: the memtable's entry if it has one,
+    /// as in [`TableView::get`], else the newest segment's.
     fn contains(&self, key: &[u8]) -> Result<bool> {
-        self.test(key, |v| v.is_some())
-    }
-
-    /// `pred` of the entry the transaction sees under `key` (`None`: absent or deleted): the
-    /// memtable's if it has one, as in [`TableView::get`], else the newest segment's.
-    fn test(&self, key: &[u8], pred: impl Fn(Option<&[u8]>) -> bool) -> Result<bool> {
         match self.mem_get(key) {
-            Some(v) => Ok(pred(v)),
-            None => Ok(self.segment_get(key, &pred)?.unwrap_or_else(|| pred(None))),
+            Some(v) => Ok(v.is_some()),
+            None => Ok(self.segment_get(key, |v| v.is_some())?.unwrap_or(false)),
         }
     }
 

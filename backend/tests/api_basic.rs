@@ -172,6 +172,55 @@ fn a_put_of_the_current_value_is_not_recorded() {
     );
 }
 
+/// The check that skips a put of the current value reads no block from disk (design.md §2):
+/// with no block cache, a put the transaction did not read first is recorded even though it
+/// changes nothing, and the same put after a read of the key (whose block the read left at
+/// hand) is not.
+#[test]
+fn the_same_value_check_reads_only_blocks_at_hand() {
+    let Some(dir) = common::btrfs_dir("same_value_check_at_hand") else {
+        return;
+    };
+    let env = Env::builder(&dir.path).block_cache_bytes(0).open().unwrap();
+    let t = env.create_table("t").unwrap();
+    let mut w = env.begin_write().unwrap();
+    for k in 0..1000u32 {
+        w.put(t, &k.to_be_bytes(), b"1").unwrap();
+    }
+    let first = w.commit().unwrap().generation;
+
+    let mut w = env.begin_write().unwrap();
+    w.put(t, &7u32.to_be_bytes(), b"1").unwrap();
+    assert_eq!(
+        w.commit().unwrap().generation,
+        first + 1,
+        "a put checked without its block at hand was dropped"
+    );
+
+    let mut w = env.begin_write().unwrap();
+    for k in [7u32, 8] {
+        assert_eq!(
+            w.get(t, &k.to_be_bytes()).unwrap().as_deref(),
+            Some(&b"1"[..])
+        );
+        w.put(t, &k.to_be_bytes(), b"1").unwrap();
+    }
+    // 9 is in the block the read of 8 left at hand (the first segment's only block).
+    w.put(t, &9u32.to_be_bytes(), b"1").unwrap();
+    assert_eq!(
+        w.commit().unwrap().generation,
+        first + 1,
+        "a put of the value in the block at hand was recorded"
+    );
+    let r = env.begin_read();
+    for k in [0u32, 7, 8, 999] {
+        assert_eq!(
+            r.get(t, &k.to_be_bytes()).unwrap().as_deref(),
+            Some(&b"1"[..])
+        );
+    }
+}
+
 #[test]
 fn one_million_keys_stay_in_few_files() {
     let Some(dir) = common::btrfs_dir("one_million_keys") else {

@@ -49,4 +49,4 @@ pub(crate) use format::get_varint;
 pub(crate) use format::FOOTER_LEN;
 pub(crate) use format::{key_cmp, le_u16, le_u32, le_u64};
 pub(crate) use iter::{Entry, SegmentIter};
-pub(crate) use reader::{file_name, BlockHint, CacheUse, Segment};
+pub(crate) use reader::{file_name, BlockHint, CacheUse, Load, Probe, Segment};

@@ -75,6 +75,26 @@ pub(crate) struct BlockHint {
     pub(super) expect: usize,
 }
 
+/// Whether a point lookup may read a block from disk ([`Segment::probe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Load {
+    /// From the hint, the cache, or disk into the cache.
+    Read,
+    /// From the hint or the cache only.
+    CachedOnly,
+}
+
+/// What a point lookup in one segment found ([`Segment::probe`]).
+#[derive(Debug)]
+pub(crate) enum Probe<R> {
+    /// The key's entry: `f` of its value, or of `None` for a deletion.
+    Found(R),
+    /// The segment does not have the key.
+    Absent,
+    /// The key's block would have had to be read from disk, and the lookup was not allowed to.
+    NotRead,
+}
+
 /// A position inside a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Pos {
@@ -286,17 +306,35 @@ impl Segment {
             && key_cmp(key, &self.max_key).is_le()
     }
 
-    /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand;
-    /// `None` means the key is not in this segment. `hint` is where the caller's previous
-    /// lookup in this segment ended (`None` at first), and is left where this one ends.
+    /// [`Segment::probe`] with [`Load::Read`]: `None` means the key is not in this segment
+    /// (the tests' and the fuzz tier's form).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn get_with<R>(
         &self,
         key: &[u8],
         hint: &mut Option<BlockHint>,
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<Option<R>> {
+        Ok(match self.probe(key, hint, Load::Read, f)? {
+            Probe::Found(r) => Some(r),
+            Probe::Absent | Probe::NotRead => None,
+        })
+    }
+
+    /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand.
+    /// `hint` is where the caller's previous lookup in this segment ended (`None` at first),
+    /// and is left where this one ends. The key's block is read only if `load` allows it: with
+    /// [`Load::CachedOnly`], a block that is neither the hint's nor in the cache is
+    /// [`Probe::NotRead`], and the hint is left as it was.
+    pub(crate) fn probe<R>(
+        &self,
+        key: &[u8],
+        hint: &mut Option<BlockHint>,
+        load: Load,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<Probe<R>> {
         if !self.may_contain(key) {
-            return Ok(None);
+            return Ok(Probe::Absent);
         }
         if let Some(h) = hint.as_mut() {
             let prefix = key_prefix(key);
@@ -305,21 +343,27 @@ impl Segment {
             if in_block {
                 let found = h.data.search_from(key, h.expect);
                 h.expect = found.map_or_else(|i| i, |i| i + 1);
-                return Ok(found.ok().map(|i| f(h.data.value(i))));
+                return Ok(found.map_or(Probe::Absent, |i| Probe::Found(f(h.data.value(i)))));
             }
         }
         let Some(bi) = self.block_for(key) else {
-            return Ok(None);
+            return Ok(Probe::Absent);
         };
-        let block = self.block(bi)?;
+        let block = match load {
+            Load::Read => self.block(bi)?,
+            Load::CachedOnly => match self.cache.get(self.seq, bi) {
+                Some(block) => block,
+                None => return Ok(Probe::NotRead),
+            },
+        };
         let found = block.search_from(key, 0);
-        let value = found.ok().map(|i| f(block.value(i)));
+        let probe = found.map_or(Probe::Absent, |i| Probe::Found(f(block.value(i))));
         *hint = Some(BlockHint {
             block: bi,
             data: block,
             expect: found.map_or_else(|i| i, |i| i + 1),
         });
-        Ok(value)
+        Ok(probe)
     }
 
     /// The first position whose key is >= `key` (> if `!inclusive`); `None` past the end.
