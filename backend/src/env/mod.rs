@@ -157,7 +157,7 @@ impl EnvBuilder {
     }
 
     /// The size of the partitions drains write and the partition bytes one drain job takes
-    /// (defaults 64 MiB and 256 MiB), so that tests reach many partitions with little data
+    /// (defaults 64 MiB and 128 MiB), so that tests reach many partitions with little data
     /// (feature `testing` only).
     #[cfg(feature = "testing")]
     pub fn merge_sizes(mut self, partition_bytes: u64, drain_job_bytes: u64) -> Self {
