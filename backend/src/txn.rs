@@ -97,10 +97,7 @@ impl<'a> TableView<'a> {
     /// `f` of the entry (a value, or `None` for a deletion) of the newest segment that has
     /// `key`; `None` if none has it.
     fn segment_get<R>(&self, key: &[u8], f: impl Fn(Option<&[u8]>) -> R) -> Result<Option<R>> {
-        Ok(match self.segment_probe(key, Load::Read, f)? {
-            Probe::Found(r) => Some(r),
-            Probe::Absent | Probe::NotRead => None,
-        })
+        Ok(self.segment_probe(key, Load::Read, f)?.found())
     }
 
     /// As [`TableView::segment_get`], reading blocks only as `load` allows: [`Probe::NotRead`]

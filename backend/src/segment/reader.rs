@@ -95,6 +95,17 @@ pub(crate) enum Probe<R> {
     NotRead,
 }
 
+impl<R> Probe<R> {
+    /// The entry found, if any: for a lookup that may read ([`Load::Read`]), `None` means the
+    /// key is not there.
+    pub(crate) fn found(self) -> Option<R> {
+        match self {
+            Probe::Found(r) => Some(r),
+            Probe::Absent | Probe::NotRead => None,
+        }
+    }
+}
+
 /// A position inside a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Pos {
@@ -315,10 +326,7 @@ impl Segment {
         hint: &mut Option<BlockHint>,
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<Option<R>> {
-        Ok(match self.probe(key, hint, Load::Read, f)? {
-            Probe::Found(r) => Some(r),
-            Probe::Absent | Probe::NotRead => None,
-        })
+        Ok(self.probe(key, hint, Load::Read, f)?.found())
     }
 
     /// Point lookup: `f` gets the value (`None` for a tombstone) while the block is at hand.
