@@ -277,7 +277,7 @@ adapters_butter_as_nobody() {
     mkdir "$dir" && chmod 1777 "$dir" || return
     runner_var=CARGO_TARGET_$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')_RUNNER
     env BUTTER_BTRFS_DIR="$dir" "$runner_var=setpriv --reuid=65534 --regid=65534 --clear-groups --" \
-        cargo test -p slasher-adapters --no-default-features --features butter,test-utils || return
+        cargo test -p slasher-adapters --no-default-features --features butter,slasher,test-utils || return
     expect_empty "$dir"
 }
 
@@ -297,6 +297,7 @@ cargo_steps() {
     cargo_phase "cargo clippy ${PKG_ARGS[*]} --all-targets -D warnings" \
         cargo clippy "${PKG_ARGS[@]}" --all-targets -- -D warnings
     if $ADAPTERS_SELECTED; then
+        # Without the slasher port: the shape the Lighthouse glue builds (docs/lighthouse.md §2).
         for b in "${BACKENDS[@]}"; do
             cargo_phase "cargo clippy -p slasher-adapters --features $b,test-utils" \
                 cargo clippy -p slasher-adapters --no-default-features \
@@ -312,12 +313,12 @@ cargo_steps() {
     if $ADAPTERS_SELECTED; then
         for b in "${BACKENDS[@]}"; do
             if [[ $b == butter ]]; then
-                cargo_phase "adapters' butter,test-utils tests as uid 65534, nothing left" \
+                cargo_phase "adapters' butter,slasher,test-utils tests as uid 65534, nothing left" \
                     adapters_butter_as_nobody
                 continue
             fi
-            cargo_phase "cargo test -p slasher-adapters --features $b,test-utils" \
-                cargo test -p slasher-adapters --no-default-features --features "$b,test-utils"
+            cargo_phase "cargo test -p slasher-adapters --features $b,slasher,test-utils" \
+                cargo test -p slasher-adapters --no-default-features --features "$b,slasher,test-utils"
         done
     fi
 }

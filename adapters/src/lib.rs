@@ -48,6 +48,7 @@ pub mod backend;
 pub mod cleanup;
 pub mod config;
 pub mod error;
+#[cfg(feature = "slasher")]
 pub mod slasher;
 pub mod tables;
 pub mod timed;
