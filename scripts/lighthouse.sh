@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # butter_db inside Lighthouse itself (README: the optional third command).
 #
-#   scripts/lighthouse.sh LIGHTHOUSE_DIR [patch | test | bench]      (default: test)
+#   scripts/lighthouse.sh LIGHTHOUSE_DIR [patch | test | bench | build | devnet]   (default: test)
 #   scripts/lighthouse.sh LIGHTHOUSE_DIR deps DIR [SOURCE]
 #
 # LIGHTHOUSE_DIR is a checkout of sigp/lighthouse at one of the commits named in
@@ -13,17 +13,33 @@
 #          the git dependencies LIGHTHOUSE_DIR pins (sigp/lmdb-rs, sigp/libmdbx-rs,
 #          sigp/quick-protobuf) that DIR lacks, clones SOURCE and checks out the pinned
 #          revision; SOURCE is a local clone, bare mirror or url in which `{}` stands for the
-#          repository's name (default: the url Lighthouse names). It fills lmdb-rs's empty
+#          repository's name and `{owner}` for its owner (default: the url Lighthouse names). It fills lmdb-rs's empty
 #          submodule lmdb-sys/lmdb with the LMDB sources of the crate lmdb-rkv-sys 0.11.2 from
 #          cargo's registry cache (fetched with a throwaway crate if absent), after checking
-#          that the crate was cut from a commit with the same submodule revision. It changes
-#          nothing it did not create, then checks DIR and lists everything missing.
+#          that the crate was cut from a commit with the same submodule revision. It also puts
+#          the two deposit-contract files Lighthouse's build would download into
+#          DIR/deposit-contract/ (from ethereum/consensus-specs and sigp/unsafe-eth2-deposit-
+#          contract at the tags Lighthouse's build.rs names; in SOURCE `{owner}` stands for the
+#          owner). It changes nothing it did not create, then checks DIR and lists everything
+#          missing.
 #   patch  adds the butter backend to the checkout (integration/lighthouse/patch.py: the glue
 #          module integration/lighthouse/butter_impl.rs, a `butter` cargo feature in the slasher
 #          crate pointing at this repository's adapters, `slasher-butter` in the lighthouse
 #          crate, with LIGHTHOUSE_DEPS the [patch] sections). A re-run brings the checkout to
 #          the state the current options ask for. It stops, changing nothing, if the tree has
 #          moved.
+#   build  patch, check that Lighthouse's Cargo.lock only gained packages (patch.py
+#          --lock-check), then build the `lighthouse` binary with `slasher-butter` beside the
+#          default backend (LMDB), `--locked`; with LIGHTHOUSE_DEPS the deposit-contract files
+#          come from DIR/deposit-contract/ instead of the network. Checks that `lighthouse bn
+#          --help` offers `butter` and prints the build's time and the target directory's size.
+#          LIGHTHOUSE_BUILD_PACKAGES adds packages to the build (e.g. "lcli simulator"),
+#          LIGHTHOUSE_FEATURES features (e.g. lighthouse/spec-minimal).
+#   devnet build (with lcli, the simulator and lighthouse/spec-minimal), then a local network on
+#          127.0.0.1 whose doubled validators sign twice, watched by butter_db and LMDB slashers
+#          in the simulator and in two `lighthouse bn` processes, with an operator's actions on
+#          the butter one; fails if a doubled validator goes unslashed or an honest one is
+#          slashed (scripts/lighthouse-devnet.sh; docs/lighthouse.md §6). By hand: ~15 min.
 #   test   patch, then Lighthouse's own slasher test suite twice: with LMDB (the control,
 #          Lighthouse's default backend) and with butter as the only backend compiled in (so
 #          Lighthouse's default backend, which every test uses, is butter). Both run with TMPDIR
@@ -47,9 +63,11 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOG_TAG=lighthouse.sh
-PACKAGES=(btrfs-progs cmake python3 util-linux mount)
+PACKAGES=(btrfs-progs cmake python3 util-linux mount curl iproute2)
 # shellcheck source=scripts/common.sh
 . "$REPO/scripts/common.sh"
+# shellcheck source=scripts/lighthouse-devnet.sh
+. "$REPO/scripts/lighthouse-devnet.sh"
 
 # The Lighthouse commits the glue is tested at, both with the LMDB, MDBX and redb backends.
 declare -A KNOWN_COMMITS=(
@@ -69,7 +87,7 @@ usage() {
 LH=$(cd "$1" 2>/dev/null && pwd) || die "$1: not a directory"
 ACTION=${2:-test}
 case $ACTION in
-    patch | test | bench) (($# <= 2)) || usage ;;
+    patch | test | bench | build | devnet) (($# <= 2)) || usage ;;
     deps) (($# == 3 || $# == 4)) || usage ;;
     *) usage ;;
 esac
@@ -80,6 +98,7 @@ WORK="" LOOP_DEV=""
 cleanup() {
     local rc=$?
     set +e
+    [[ $(type -t devnet_stop_all) != function ]] || devnet_stop_all
     if [[ -n $WORK ]]; then
         unmount_below "$WORK"
         [[ -n $LOOP_DEV ]] && losetup -d "$LOOP_DEV" 2>/dev/null
@@ -145,7 +164,8 @@ do_deps() {
         if [[ ! -e $dir/$name ]]; then
             from=$url
             if [[ -n $source ]]; then
-                from=${source//\{\}/$name}
+                from=${source//\{owner\}/sigp}
+                from=${from//\{\}/$name}
                 [[ $from != "$source" ]] || from=$source/$name
             fi
             log "$dir/$name: cloning $from at ${rev:0:10}"
@@ -158,8 +178,46 @@ do_deps() {
         fi
         [[ $name != lmdb-rs ]] || fill_lmdb "$dir/$name"
     done < <(python3 "$PATCH_PY" --pins "$LH")
+    deposit_contract "$dir" "$source"
     python3 "$PATCH_PY" --check-deps "$LH" "$dir"
     log "ready: LIGHTHOUSE_DEPS=$dir scripts/lighthouse.sh $LH test"
+}
+
+# The deposit contract's ABI and bytecode, which Lighthouse's common/deposit_contract/build.rs
+# downloads from GitHub unless LIGHTHOUSE_DEPOSIT_CONTRACT_{SPEC,TESTNET}_URL name a file:
+# `deposit_contract DIR SOURCE` puts both files into DIR/deposit-contract/, taken from the
+# repositories at the tags the build script names (the build script checks their digests).
+DEPOSIT_FILES=(
+    "SPEC ethereum consensus-specs TAG deposit_contract/contracts/validator_registration.json"
+    "TESTNET sigp unsafe-eth2-deposit-contract UNSAFE_TAG unsafe_validator_registration.json"
+)
+deposit_contract() {
+    local dir=$1/deposit-contract source=$2 entry kind owner name tagvar file tag from tmp
+    mkdir -p "$dir"
+    for entry in "${DEPOSIT_FILES[@]}"; do
+        read -r kind owner name tagvar file <<<"$entry"
+        [[ -s $dir/$(basename "$file") ]] && continue
+        tag=$(sed -n "s/^const $tagvar: &str = \"\(.*\)\";/\1/p" "$LH/common/deposit_contract/build.rs")
+        [[ -n $tag ]] || die "$LH/common/deposit_contract/build.rs names no $tagvar: the tree has moved"
+        from=https://github.com/$owner/$name
+        if [[ -n $source ]]; then
+            from=${source//\{owner\}/$owner}
+            from=${from//\{\}/$name}
+            [[ $from != "$source" ]] || from=$source/$name
+        fi
+        if [[ -d $from ]]; then
+            git -C "$from" show "$tag:$file" >"$dir/$(basename "$file").tmp" ||
+                die "$from has no $file at $tag"
+        else
+            tmp=$(mktemp -d)
+            git clone -q --bare --depth 1 --branch "$tag" "$from" "$tmp/repo" &&
+                git -C "$tmp/repo" show "$tag:$file" >"$dir/$(basename "$file").tmp" ||
+                { rm -rf "$tmp"; die "could not take $file at $tag from $from"; }
+            rm -rf "$tmp"
+        fi
+        mv "$dir/$(basename "$file").tmp" "$dir/$(basename "$file")"
+        log "$dir/$(basename "$file"): $owner/$name at $tag ($kind)"
+    done
 }
 
 do_patch() {
@@ -250,6 +308,34 @@ do_test() {
               exit bad }' "$SUMMARY" || die "butter did not pass every test the control passed"
 }
 
+do_build() {
+    local started=$SECONDS bin=$CARGO_TARGET_DIR/release/lighthouse packages=(-p lighthouse) p
+    for p in ${LIGHTHOUSE_BUILD_PACKAGES:-}; do packages+=(-p "$p"); done
+    if [[ -n ${LIGHTHOUSE_DEPS:-} ]]; then
+        local dc
+        dc=$(cd "$LIGHTHOUSE_DEPS" && pwd)/deposit-contract
+        [[ -s $dc/validator_registration.json && -s $dc/unsafe_validator_registration.json ]] ||
+            die "$dc lacks the deposit-contract files: run the deps step again"
+        export LIGHTHOUSE_DEPOSIT_CONTRACT_SPEC_URL=file://$dc/validator_registration.json
+        export LIGHTHOUSE_DEPOSIT_CONTRACT_TESTNET_URL=file://$dc/unsafe_validator_registration.json
+    fi
+    # Resolve once (cargo writes the added packages into Cargo.lock), check that no version
+    # Lighthouse pins moved, then build against exactly that lockfile.
+    cargo metadata --format-version 1 --manifest-path "$LH/Cargo.toml" >/dev/null
+    python3 "$PATCH_PY" --lock-check "$LH"
+    log "building ${packages[*]} with slasher-butter (log: $CARGO_TARGET_DIR/lighthouse-build.log)"
+    cargo build --release --locked "${packages[@]}" \
+        --features "lighthouse/slasher-butter${LIGHTHOUSE_FEATURES:+,$LIGHTHOUSE_FEATURES}" \
+        --manifest-path "$LH/Cargo.toml" 2>&1 | tee "$CARGO_TARGET_DIR/lighthouse-build.log" |
+        grep -E '^(warning: `|error|\s+Finished)' || true
+    [[ ${PIPESTATUS[0]} == 0 ]] || die "the build failed (log: $CARGO_TARGET_DIR/lighthouse-build.log)"
+    "$bin" bn --help | grep -A3 -- '--slasher-backend' | grep -q butter ||
+        die "$bin bn --help does not offer butter as a slasher backend"
+    log "$bin: $("$bin" --version | head -n 1); 'bn --help' offers: $("$bin" bn --help |
+        grep -A3 -- '--slasher-backend' | grep -o 'possible values: [a-z, ]*')"
+    log "built in $((SECONDS - started)) s; $CARGO_TARGET_DIR holds $(du -sh "$CARGO_TARGET_DIR" | cut -f1)"
+}
+
 do_bench() {
     local runner=$LH/slasher/examples/butter_replay.rs
     mkdir -p "$(dirname "$runner")"
@@ -280,5 +366,7 @@ case $ACTION in
     patch) ;;
     test) do_test ;;
     bench) do_bench ;;
+    build) do_build ;;
+    devnet) do_devnet ;;
 esac
 log "done"

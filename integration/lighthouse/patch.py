@@ -5,6 +5,8 @@ Usage: patch.py LIGHTHOUSE_DIR ADAPTERS_DIR [DEPS_DIR]   patch (again) for these
        patch.py --pins LIGHTHOUSE_DIR                    the git dependencies the tree pins,
                                                          one `checkout rev url` line each
        patch.py --check-deps LIGHTHOUSE_DIR DEPS_DIR     are the checkouts in DEPS_DIR usable?
+       patch.py --lock-check LIGHTHOUSE_DIR              does Cargo.lock still hold every package
+                                                         version of the commit's own Cargo.lock?
 
 Every edit is anchored on the structure of the tree: a key in a named table of a Cargo.toml
 (whatever its value, e.g. the redb line whatever its version), or a Rust line that must occur
@@ -36,6 +38,12 @@ The edits, all in the checkout (none of Lighthouse's text is kept in this reposi
   slasher/Cargo.toml                   feature `butter` and the path dependency on ADAPTERS_DIR
                                        with default features off (no second LMDB/MDBX/redb);
   lighthouse/Cargo.toml                feature `slasher-butter`;
+  testing/simulator/src/butter_slashing_sim.rs  copied from slashing_sim.rs: the scenario
+                                       `simulator butter-slashing-sim` (docs/lighthouse.md §6);
+  testing/simulator/src/{main,cli}.rs  its module, subcommand and dispatch;
+  testing/simulator/Cargo.toml         the slasher crate with lmdb and butter (the scenario
+                                       names both backends) and ethereum_ssz;
+  testing/simulator/src/local_network.rs  nodes listen on 127.0.0.1 instead of 0.0.0.0;
   Cargo.toml                           with DEPS_DIR: Lighthouse's git dependencies (sigp/lmdb-rs,
                                        sigp/libmdbx-rs, sigp/quick-protobuf) patched in by path.
 """
@@ -51,9 +59,11 @@ MARKER = "# butter_db integration (scripts/lighthouse.sh)"
 STATE = ".butter_db.json"
 IMPL = "slasher/src/database/butter_impl.rs"
 # Files of this directory copied into the checkout: (where, from).
+SIM = "testing/simulator"
 COPIED = [
     (IMPL, "butter_impl.rs"),
     ("slasher/tests/butter_database_size.rs", "database_size_test.rs"),
+    (f"{SIM}/src/butter_slashing_sim.rs", "slashing_sim.rs"),
 ]
 
 
@@ -273,6 +283,39 @@ def patch(tree, here, adapters, deps):
         ["# Support slasher butter_db backend (btrfs only).", 'slasher-butter = ["slasher/butter"]'],
     )
 
+    # The simulator scenario: module, subcommand, dispatch, the slasher dependency, loopback.
+    tree.replace(f"{SIM}/src/main.rs", "mod basic_sim;\n", "mod basic_sim;\nmod butter_slashing_sim;\n")
+    tree.replace(
+        f"{SIM}/src/main.rs",
+        '        Some(("fallback-sim", matches)) =>',
+        '        Some(("butter-slashing-sim", matches)) => match butter_slashing_sim::run(matches) {\n'
+        '            Ok(()) => println!("Simulation exited successfully"),\n'
+        "            Err(e) => {\n"
+        '                eprintln!("Simulation exited with error: {}", e);\n'
+        "                std::process::exit(1)\n"
+        "            }\n"
+        "        },\n"
+        '        Some(("fallback-sim", matches)) =>',
+    )
+    tree.replace(
+        f"{SIM}/src/cli.rs",
+        '        .subcommand(\n            Command::new("fallback-sim")',
+        '        .subcommand(crate::butter_slashing_sim::cli_app())\n'
+        '        .subcommand(\n            Command::new("fallback-sim")',
+    )
+    tree.insert_after(
+        f"{SIM}/Cargo.toml",
+        "dependencies",
+        "types",
+        [MARKER, 'slasher = { workspace = true, features = ["lmdb", "butter"] }', "ethereum_ssz = { workspace = true }"],
+    )
+    tree.replace(
+        f"{SIM}/src/local_network.rs",
+        "            std::net::Ipv4Addr::UNSPECIFIED,\n",
+        "            std::net::Ipv4Addr::LOCALHOST,\n",
+        count=2,
+    )
+
     if deps is not None:
         patch_git_deps(tree, deps)
 
@@ -295,6 +338,34 @@ def patch_git_deps(tree, deps):
             sections += [f'{c} = {{ path = "{deps / checkout / s}" }}' for c, s in crates.items()]
     cargo = tree.text("Cargo.toml").rstrip("\n")
     tree.files["Cargo.toml"] = cargo + "\n\n" + "\n".join([MARKER] + sections) + "\n"
+
+
+def lock_packages(text):
+    """The (name, version) pairs of a Cargo.lock."""
+    import tomllib
+
+    return {(p["name"], p["version"]) for p in tomllib.loads(text).get("package", [])}
+
+
+def lock_check(root):
+    """Compares the checkout's Cargo.lock with the one its commit holds. What the glue brings may
+    add packages Lighthouse lacks, but must not move a version Lighthouse pins: a moved version
+    means the control (LMDB) would no longer be built against Lighthouse's own lockfile. Returns
+    (added, moved), each a sorted list of "name version" strings; `moved` names the versions of the
+    commit's lockfile that are gone, with what replaced them."""
+    committed = subprocess.run(
+        ["git", "-C", str(root), "show", "HEAD:Cargo.lock"], capture_output=True, text=True
+    )
+    if committed.returncode != 0:
+        raise SystemExit(f"patch.py: no Cargo.lock in {root}'s HEAD: {committed.stderr.strip()}")
+    old = lock_packages(committed.stdout)
+    new = lock_packages((root / "Cargo.lock").read_text())
+    added = sorted(f"{n} {v}" for n, v in new - old)
+    moved = []
+    for name, version in sorted(old - new):
+        now = sorted(v for n, v in new if n == name)
+        moved.append(f"{name} {version} -> {', '.join(now) or 'removed'}")
+    return added, moved
 
 
 def load_state(root, tree):
@@ -349,15 +420,30 @@ def main():
     args = sys.argv[1:]
     try:
         if len(args) == 2 and args[0] == "--pins":
-            for checkout, url, rev, _, _ in pins(Tree(pathlib.Path(args[1]).resolve())):
+            tree = Tree(pathlib.Path(args[1]).resolve())
+            # An earlier patch with DEPS_DIR rewrote the pins to paths: read Lighthouse's own.
+            load_state(tree.root, tree)
+            for checkout, url, rev, _, _ in pins(tree):
                 print(checkout, rev, url)
             return
         if len(args) == 3 and args[0] == "--check-deps":
             tree = Tree(pathlib.Path(args[1]).resolve())
+            load_state(tree.root, tree)
             problems = deps_problems(tree, pathlib.Path(args[2]).resolve())
             if problems:
                 raise SystemExit("patch.py: DEPS_DIR is not usable:\n  " + "\n  ".join(problems))
             print(f"patch.py: {args[2]} has every git dependency at the revision the tree pins")
+            return
+        if len(args) == 2 and args[0] == "--lock-check":
+            root = pathlib.Path(args[1]).resolve()
+            added, moved = lock_check(root)
+            print(f"patch.py: {root}/Cargo.lock adds {len(added)} packages: {', '.join(added) or '-'}")
+            if moved:
+                raise SystemExit(
+                    f"patch.py: {len(moved)} versions pinned by Lighthouse's Cargo.lock changed:\n  "
+                    + "\n  ".join(moved)
+                )
+            print("patch.py: every version Lighthouse's Cargo.lock pins is unchanged")
             return
         if len(args) not in (2, 3) or args[0].startswith("--"):
             raise SystemExit(__doc__)

@@ -150,6 +150,23 @@ fn tree(root: &Path, redb_version: &str, revs: &[String; 3]) {
         &root.join("slasher/service/src/service.rs"),
         "fn update() {\n            let database_size = size_of_dir(&slasher.config().database_path);\n}\n",
     );
+    write(
+        &root.join("testing/simulator/Cargo.toml"),
+        "[package]\nname = \"simulator\"\n\n[dependencies]\ntypes = { workspace = true }\n",
+    );
+    write(
+        &root.join("testing/simulator/src/main.rs"),
+        "mod basic_sim;\nfn main() {\n    match m {\n        Some((\"fallback-sim\", matches)) => (),\n    }\n}\n",
+    );
+    write(
+        &root.join("testing/simulator/src/cli.rs"),
+        "fn cli_app() {\n    app\n        .subcommand(\n            Command::new(\"fallback-sim\"))\n}\n",
+    );
+    let listen = "    listen(\n            std::net::Ipv4Addr::UNSPECIFIED,\n        );\n";
+    write(
+        &root.join("testing/simulator/src/local_network.rs"),
+        &format!("fn boot() {{\n{listen}}}\nfn node() {{\n{listen}}}\n"),
+    );
     for name in [
         "attester_slashings",
         "proposer_slashings",
@@ -422,4 +439,104 @@ fn the_dependency_check_names_what_is_missing() {
         "{err}"
     );
     assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+}
+
+/// A lockfile entry in Cargo's format.
+fn lock_entry(name: &str, version: &str) -> String {
+    format!("[[package]]\nname = \"{name}\"\nversion = \"{version}\"\n\n")
+}
+
+/// `--lock-check` passes a lockfile that only gained packages, and fails, naming the package and
+/// both versions, one in which a version the commit pinned was replaced (what a newer dependency
+/// floor of the glue does to Lighthouse's lockfile).
+#[test]
+fn the_lock_check_allows_added_packages_and_names_a_moved_version() {
+    let test = "the_lock_check_allows_added_packages_and_names_a_moved_version";
+    if !tools(test) {
+        return;
+    }
+    let root = work_dir(test);
+    let pinned = lock_entry("serde", "1.0.204") + &lock_entry("libc", "0.2.155");
+    write(
+        &root.join("Cargo.lock"),
+        &format!("version = 3\n\n{pinned}"),
+    );
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-qm", "a lockfile"]);
+
+    let added = format!(
+        "version = 3\n\n{pinned}{}",
+        lock_entry("butter_db", "0.1.0")
+    );
+    write(&root.join("Cargo.lock"), &added);
+    let out = run(&[Path::new("--lock-check"), &root]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("adds 1 packages: butter_db 0.1.0"), "{said}");
+
+    let raised = format!(
+        "version = 3\n\n{}{}{}",
+        lock_entry("serde", "1.0.229"),
+        lock_entry("libc", "0.2.155"),
+        lock_entry("butter_db", "0.1.0")
+    );
+    write(&root.join("Cargo.lock"), &raised);
+    let err = refused(&run(&[Path::new("--lock-check"), &root]));
+    assert!(err.contains("1 versions pinned"), "{err}");
+    assert!(err.contains("serde 1.0.204 -> 1.0.229"), "{err}");
+    assert!(!err.contains("libc"), "{err}");
+}
+
+/// What the glue asks of the adapters crate (`default-features = false, features =
+/// ["butter"]`) must not bring the slasher port's SSZ stack, nor another backend, into
+/// Lighthouse's build: `cargo tree` of that shape lists the engine and no SSZ crate.
+#[test]
+fn the_glues_feature_set_brings_only_the_engine() {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-p",
+            "slasher-adapters",
+        ])
+        .args([
+            "--no-default-features",
+            "--features",
+            "butter",
+            "--manifest-path",
+        ])
+        .arg(adapters().join("Cargo.toml"))
+        .output()
+        .unwrap();
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tree.contains("butter_db"), "{tree}");
+    for foreign in [
+        "ethereum_ssz",
+        "ssz_types",
+        "tree_hash",
+        "bincode",
+        "lmdb-rkv",
+        "libmdbx",
+        "redb",
+        "serde ",
+    ] {
+        assert!(
+            !tree.lines().any(|l| l.starts_with(foreign)),
+            "the glue's feature set pulls {foreign}:\n{tree}"
+        );
+    }
 }
