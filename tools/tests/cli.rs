@@ -238,10 +238,21 @@ fn check_names_a_damaged_segment() {
     let o = butter(&["check", path(&db)]);
     assert_error(&o, "checksum mismatch");
     assert!(stderr(&o).contains(seg.file_name().unwrap().to_str().unwrap()));
+    // The block by its number and its byte range: `block 0 of N, bytes 0..END (END bytes)`.
+    let err = stderr(&o);
+    assert!(err.contains(": block 0 of "), "the first block: {err}");
+    let end: u64 = err
+        .split_once("bytes 0..")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(end, _)| end.parse().ok())
+        .unwrap_or_else(|| panic!("no byte range in {err}"));
     assert!(
-        stderr(&o).contains("at byte 0"),
-        "the first block: {}",
-        stderr(&o)
+        err.contains(&format!("bytes 0..{end} ({end} bytes)")),
+        "{err}"
+    );
+    assert!(
+        end > 10 && end < std::fs::metadata(&seg).unwrap().len(),
+        "the flipped byte 10 lies in the range, which is one block: {err}"
     );
 }
 
