@@ -469,7 +469,11 @@ fn run_btrfs(
             stderr: format!("{e} (is btrfs-progs installed?)"),
             left,
         })?;
-    if out.status.success() {
+    // btrfs receive run without privilege prints "Operation not permitted" (an ERROR line)
+    // and still exits 0: a message like that is a failure too.
+    let said = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && !said.contains("ERROR") && !said.contains("Operation not permitted")
+    {
         return Ok(());
     }
     Err(ToolError::Btrfs {
@@ -560,12 +564,22 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
             })?;
         }
     }
+    if !from_dir && !effective_root() {
+        return Err(ToolError::BadSources(
+            "restoring from btrfs send streams needs root (btrfs receive sets the received \
+             subvolume's identity, which only root may); nothing was changed. Run it as root, or \
+             restore from a copy directory made by `butter backup`, which needs no root"
+                .into(),
+        ));
+    }
     let mut copy = NewCopy::create(dest)?;
     let gen = if from_dir {
         copy.install_newest_of(first)?.generation_dir.clone()
     } else {
         let received = copy.receive_dir()?;
         let mut newest = None;
+        // The generation each stream brought, which must grow from stream to stream.
+        let mut last: Option<(u64, String)> = None;
         for s in sources {
             let before = subvolumes(&received)?;
             let left = "nothing was left in the destination";
@@ -587,7 +601,30 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                 )?;
             }
             let after = subvolumes(&received)?;
-            newest = after.into_iter().find(|p| !before.contains(p));
+            let name = if s.as_os_str() == "-" {
+                "standard input".to_string()
+            } else {
+                s.display().to_string()
+            };
+            let Some(new) = after.into_iter().find(|p| !before.contains(p)) else {
+                return Err(ToolError::BadSources(format!(
+                    "{name} held no new generation (btrfs receive reported no error); nothing \
+                     was left in the destination"
+                )));
+            };
+            let generation = Snapshot::open_generation(&new)?.generation();
+            if let Some((previous, from)) = &last {
+                if generation <= *previous {
+                    return Err(ToolError::BadSources(format!(
+                        "streams out of order: {name} holds generation {generation}, not newer \
+                         than generation {previous} from {from}; give the full stream first, \
+                         then the incremental ones oldest first; nothing was left in the \
+                         destination"
+                    )));
+                }
+            }
+            last = Some((generation, name));
+            newest = Some(new);
         }
         let Some(gen) = newest else {
             return Err(ToolError::BadSources(
@@ -605,6 +642,18 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         verified,
         elapsed: t.elapsed(),
     })
+}
+
+/// Whether this process's effective user is root (from `/proc/self/status`).
+fn effective_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
 }
 
 /// The entries of `dir`.

@@ -358,9 +358,15 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
                     Some(g) => format!("incremental from generation {g}"),
                     None => "full".into(),
                 };
+                // Bytes are counted for a file; on standard output they pass by uncounted.
+                let size = if t.file.is_some() {
+                    format!(": {bytes} bytes")
+                } else {
+                    String::new()
+                };
                 writeln!(
                     report,
-                    "stream ({kind}) written to {to}: {bytes} bytes in {:.3} s",
+                    "stream ({kind}) written to {to}{size} in {:.3} s",
                     time.as_secs_f64()
                 )?;
             }

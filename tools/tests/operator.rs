@@ -298,3 +298,103 @@ fn remove_names_the_tool_for_a_bench_kept_database() {
     assert_status(&o, 3, "slasher-bench clean");
     assert!(db.join("butter.id").exists(), "nothing removed");
 }
+
+/// Whether this process runs as root (`restore` from streams needs it).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn restore_refuses_streams_out_of_order_and_says_it_needs_root() {
+    let Some((t, db)) = test_db("butter_stream_order", 5) else {
+        return;
+    };
+    if !is_root() {
+        butter_test_support::skip(
+            "restore_refuses_streams_out_of_order_and_says_it_needs_root",
+            "btrfs send needs root",
+        );
+        return;
+    }
+    // Three copies, generations A < B < C, a full stream of A and incremental ones A->B, B->C.
+    let streams = t.join("streams");
+    std::fs::create_dir(&streams).unwrap();
+    let s = |n: &str| streams.join(n);
+    let env = open(&db);
+    let backup = |copy: &str, stream: &str, parent: Option<&str>| {
+        let mut args = vec![
+            "backup".to_string(),
+            path(&db).into(),
+            path(&t.join(copy)).into(),
+        ];
+        args.extend(["--stream".into(), path(&s(stream)).into()]);
+        if let Some(p) = parent {
+            args.extend(["--parent".into(), path(&t.join(p)).into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = butter(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    backup("a", "full-a", None);
+    commit(&env, 6);
+    backup("b", "inc-ab", Some("a"));
+    commit(&env, 7);
+    backup("c", "inc-bc", Some("b"));
+    drop(env);
+
+    // Out of order: the incremental streams swapped. btrfs receive takes both (it finds each
+    // one's parent by its identity anywhere on the filesystem, here the copies), and the last
+    // one received is generation B: restore refuses instead of restoring the older state.
+    let dest = t.join("restored");
+    let before = std::fs::read_dir(&t.0).unwrap().count();
+    let o = butter(&[
+        "restore",
+        path(&s("full-a")),
+        path(&s("inc-bc")),
+        path(&s("inc-ab")),
+        path(&dest),
+    ]);
+    assert_status(&o, 1, "streams out of order");
+    assert!(stderr(&o).contains("inc-ab holds generation 8, not newer than generation 9"));
+    assert!(!dest.exists(), "nothing left");
+    assert_eq!(std::fs::read_dir(&t.0).unwrap().count(), before);
+    // In order: the newest generation, C.
+    let o = butter(&[
+        "restore",
+        path(&s("full-a")),
+        path(&s("inc-ab")),
+        path(&s("inc-bc")),
+        path(&dest),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("restored generation 9"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(read_db(&dest), model_after(7));
+
+    // Not root: refused up front, saying so, nothing made.
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let open_dir = t.join("anyone");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let mine = open_dir.join("restored");
+    let o = Command::new(env!("CARGO_BIN_EXE_butter"))
+        .args(["restore", path(&s("full-a")), path(&mine)])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_status(&o, 1, "needs root");
+    assert!(!mine.exists());
+}
