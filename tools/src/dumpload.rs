@@ -27,8 +27,12 @@ use crate::{Result, ToolError};
 /// The dump format's version, in every section's header.
 pub const DUMP_FORMAT: u32 = 1;
 
-/// `load` commits after this many bytes of keys and values.
+/// `load` commits after this many bytes of keys and values…
 pub const LOAD_COMMIT_BYTES: u64 = 64 << 20;
+
+/// …or this many entries, whichever comes first (a transaction's memory is per entry as much
+/// as per byte: 5M small entries make 64 MiB).
+pub const LOAD_COMMIT_ENTRIES: u64 = 1_000_000;
 
 /// The first word of a section's header.
 const MAGIC: &str = "butter-dump";
@@ -212,7 +216,8 @@ fn parse_header(line_no: u64, line: &str) -> Result<String> {
 /// `butter load DIR`: makes DIR a new database holding the tables of a dump read from
 /// `input` (one or more sections). DIR must not exist; it is created, and removed again if
 /// anything fails (a malformed or truncated dump, a table given twice, a full disk), so a
-/// failed load leaves nothing. Commits every [`LOAD_COMMIT_BYTES`] so memory stays bounded.
+/// failed load leaves nothing. Commits every [`LOAD_COMMIT_BYTES`] or [`LOAD_COMMIT_ENTRIES`],
+/// whichever comes first, so memory stays bounded.
 ///
 /// # Errors
 /// [`ToolError::LoadDestination`], [`ToolError::BadDump`], [`ToolError::Engine`],
@@ -243,6 +248,7 @@ fn load_into(env: &Env, input: &mut dyn BufRead) -> Result<Loaded> {
     let mut loaded = Loaded::default();
     let mut txn = env.begin_write()?;
     let mut pending = 0u64;
+    let mut pending_entries = 0u64;
     let mut current: Option<(butter_db::TableHandle, u64, Option<Vec<u8>>)> = None;
     let mut line_no = 0u64;
     let mut line = String::new();
@@ -296,11 +302,13 @@ fn load_into(env: &Env, input: &mut dyn BufRead) -> Result<Loaded> {
         *last = Some(key);
         loaded.bytes += bytes;
         pending += bytes;
-        if pending >= LOAD_COMMIT_BYTES {
+        pending_entries += 1;
+        if pending >= LOAD_COMMIT_BYTES || pending_entries >= LOAD_COMMIT_ENTRIES {
             txn.commit()?;
             loaded.commits += 1;
             txn = env.begin_write()?;
             pending = 0;
+            pending_entries = 0;
         }
     }
     if let Some((_, n, _)) = current {
