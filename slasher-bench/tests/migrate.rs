@@ -8,6 +8,9 @@
 //! is then replayed on both: they must find the same slashings (and some), and agree entry for
 //! entry again. Then the butter database goes back to a new LMDB one, which must equal it.
 //!
+//! Every backend pair the adapters build is then run in a chain, LMDB → MDBX → redb → butter →
+//! LMDB, each copy compared with the first.
+//!
 //! The refusals: a non-empty destination, a source of another backend or none, a schema version
 //! Lighthouse would refuse, a stored geometry it would refuse, a destination inside the source.
 //! Each leaves the destination as it was and nothing beside it.
@@ -31,6 +34,8 @@ use slasher_bench::generate::{generate, GenerateOptions};
 
 type Lmdb = slasher_adapters::lmdb::Environment;
 type Butter = slasher_adapters::butter::Environment;
+type Mdbx = slasher_adapters::mdbx::Environment;
+type Redb = slasher_adapters::redb::Environment;
 
 type Tables = BTreeMap<&'static str, Vec<(Vec<u8>, Vec<u8>)>>;
 
@@ -309,4 +314,34 @@ fn migrate_refusals() {
     // The refused sources are unchanged: the good one still migrates.
     let out = migrate(&loc("lmdb", &good), &loc("butter", &dest));
     assert!(out.status.success());
+}
+
+/// Every backend pair the build has, in a chain: LMDB → MDBX → redb → butter → LMDB, each copy
+/// equal to the first database entry for entry.
+#[test]
+fn migrate_through_every_backend() {
+    let Some(work) = work_dir("migrate_through_every_backend") else {
+        return;
+    };
+    let batches = batches(work.path());
+    let first = work.path().join("0-lmdb");
+    let lmdb = Slasher::<Lmdb>::create(Config::new(&first)).expect("open lmdb");
+    replay(&lmdb, batches.get(..SPLIT).expect("batches"));
+    let want = dump(&lmdb);
+    drop(lmdb);
+    let chain = ["mdbx", "redb", "butter", "lmdb"];
+    let mut from = ("lmdb", first);
+    for (i, backend) in chain.into_iter().enumerate() {
+        let to = work.path().join(format!("{}-{backend}", i + 1));
+        let out = migrate(&loc(from.0, &from.1), &loc(backend, &to));
+        assert!(out.status.success(), "{} -> {backend}", from.0);
+        let got = match backend {
+            "mdbx" => dump(&Slasher::<Mdbx>::create(Config::new(&to)).expect("open")),
+            "redb" => dump(&Slasher::<Redb>::create(Config::new(&to)).expect("open")),
+            "butter" => dump(&Slasher::<Butter>::create(Config::new(&to)).expect("open")),
+            _ => dump(&Slasher::<Lmdb>::create(Config::new(&to)).expect("open")),
+        };
+        assert_equal(&want, &got, &format!("{} -> {backend}", from.0));
+        from = (backend, to);
+    }
 }
