@@ -148,7 +148,16 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
     let gens: Vec<String> = s.generations_on_disk.iter().map(u64::to_string).collect();
     writeln!(out, "database     {}", s.path.display())?;
     writeln!(out, "identity     {}", s.identity)?;
-    writeln!(out, "format       {}", s.format_version)?;
+    // Without an opened generation there is no format, manifest or table to show.
+    let opened = s.damage.is_none();
+    if opened {
+        writeln!(out, "format       {}", s.format_version)?;
+    } else {
+        writeln!(
+            out,
+            "format       unknown (the generation could not be opened)"
+        )?;
+    }
     writeln!(
         out,
         "generation   {} (on disk: {})",
@@ -170,11 +179,13 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
         s.merge_outputs,
         mib(s.merge_output_bytes)
     )?;
-    writeln!(
-        out,
-        "manifest     {} bytes, next segment {}",
-        s.manifest_bytes, s.next_segment
-    )?;
+    if opened {
+        writeln!(
+            out,
+            "manifest     {} bytes, next segment {}",
+            s.manifest_bytes, s.next_segment
+        )?;
+    }
     writeln!(
         out,
         "filesystem   {} MiB, {} MiB used, {} MiB available",
@@ -184,6 +195,7 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
     )?;
     if let Some(d) = &s.damage {
         writeln!(out, "DAMAGED      {d}")?;
+        return Ok(());
     }
     writeln!(out)?;
     let opt = |v: Option<u64>, f: &dyn Fn(u64) -> String| v.map_or_else(|| "-".into(), f);

@@ -275,6 +275,10 @@ fn stat_reads_the_manifest_unless_deep() {
     let text = stdout(&o);
     assert!(text.contains("DAMAGED "), "{text}");
     assert!(text.contains("identity "), "{text}");
+    assert!(
+        text.contains("format       unknown") && !text.contains("manifest     "),
+        "nothing shown that was not read: {text}"
+    );
     drop(t);
 }
 
