@@ -11,7 +11,7 @@
 # copy after batch K+1 (COPY-b) for the incremental stream. Each step's start and end (time,
 # batches done) go to the watch log, so that the report's batches can be split into those
 # with a backup beside them and those without.
-# hook: butter rows: the live data (`butter stat --json`: every table's segment bytes less its
+# hook: butter rows: the live data (`butter stat --json --deep`: every table's segment bytes less its
 # dead entries) against the filesystem's usage in the row's samples; `butter check`; with
 # FW_BACKUP_AT, a copy at the end (COPY-c, FW_BATCHES - K batches after COPY-a), the
 # incremental streams b and c over a, a restore of a + c and `butter check` of it; the reopen
@@ -90,7 +90,7 @@ hook() {
     db=$(db_of "$dir")
     case $backend in
         butter)
-            "$BIN_DIR/butter" stat "$db" --json >"$report/../$row.stat.json"
+            "$BIN_DIR/butter" stat "$db" --json --deep >"$report/../$row.stat.json"
             python3 - "$report/../$row.stat.json" "$report/report.json" "$row" "${K:-0}" <<'PY'
 import json, sys
 stat = json.load(open(sys.argv[1]))

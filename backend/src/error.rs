@@ -73,13 +73,20 @@ pub enum Error {
     },
     /// A file's checksum does not match its contents.
     #[error(
-        "checksum mismatch in {path} at byte {offset}: expected {expected:#010x}, got {got:#010x}"
+        "checksum mismatch in {path}: {region}, bytes {offset}..{end} ({len} bytes): expected \
+         {expected:#010x}, got {got:#010x}",
+        end = .offset.saturating_add(*.len)
     )]
     ChecksumMismatch {
         /// The file.
         path: PathBuf,
+        /// What the checksummed region is: `block 3` of a segment, `segment footer`, `segment
+        /// index`, `manifest`, `identity file`.
+        region: String,
         /// Offset of the checksummed region.
         offset: u64,
+        /// Its length in bytes (the checksum included).
+        len: u64,
         /// Stored checksum.
         expected: u32,
         /// Computed checksum.

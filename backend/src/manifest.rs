@@ -96,7 +96,9 @@ impl Manifest {
         if stored != got {
             return Err(Error::ChecksumMismatch {
                 path: path.into(),
+                region: "manifest".into(),
                 offset: 0,
+                len: bytes.len() as u64,
                 expected: stored,
                 got,
             });

@@ -81,7 +81,9 @@ impl DbId {
         if got != expected {
             return Err(Error::ChecksumMismatch {
                 path: path.into(),
+                region: "identity file".into(),
                 offset: 0,
+                len: bytes.len() as u64,
                 expected,
                 got,
             });

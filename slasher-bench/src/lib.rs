@@ -18,6 +18,7 @@ pub mod import;
 pub mod inject;
 pub mod interrupt;
 pub mod measure;
+pub mod migrate;
 pub mod outdir;
 pub mod record;
 pub mod replay;

@@ -67,6 +67,10 @@ enum Command {
     /// rows: the correctness gate then compares client and port, and the report gives the
     /// port's medians against the client's per phase.
     ImportClient(slasher_bench::client::ImportClientArgs),
+    /// Move a slasher database to another backend, history included (e.g. --from lmdb:DIR
+    /// --to butter:DIR2): all nine tables copied entry for entry, verified, and renamed into
+    /// place only when complete.
+    Migrate(slasher_bench::migrate::MigrateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -351,6 +355,7 @@ fn main() -> ExitCode {
         Command::Clean(args) => slasher_bench::clean::run(args),
         Command::Soak(args) => slasher_bench::soak::run(args),
         Command::ImportClient(args) => slasher_bench::client::run(args),
+        Command::Migrate(args) => slasher_bench::migrate::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

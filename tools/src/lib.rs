@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use butter_db::admin::{self, CopyInfo, DirInfo, NewCopy, Removed, Snapshot, Verified};
 use serde::Serialize;
 
+pub mod dumpload;
+pub mod exit;
+
 /// Everything a command can fail with; each prints as one line.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -62,28 +65,61 @@ pub enum ToolError {
     /// Writing the output failed (a closed pipe, a full disk).
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),
+    /// The path given as a database is a file or something else that is not a directory.
+    #[error("{0} is not a directory: a butter_db database is a directory")]
+    NotADirectory(PathBuf),
+    /// A table named on the command line does not exist; the ones that do are listed.
+    #[error("no table {name:?} in this database; its tables: {tables}")]
+    NoSuchTable {
+        /// The name given.
+        name: String,
+        /// The tables there are, comma-separated (`none` for none).
+        tables: String,
+    },
+    /// The input of `load` is not a dump `load` reads; nothing was left.
+    #[error("not a butter dump at line {line}: {reason}; nothing was loaded or left behind")]
+    BadDump {
+        /// The line (from 1).
+        line: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `remove` refused a database that `slasher-bench replay --keep-db` kept (its marker is an
+    /// entry the engine did not make); the message names the command that removes it.
+    #[error("{0}")]
+    BenchKept(String),
+    /// `load` makes a new database, and the directory exists.
+    #[error("{0} exists; load makes a new database in a directory that does not exist yet")]
+    LoadDestination(PathBuf),
 }
 
 /// A command's result.
 pub type Result<T, E = ToolError> = std::result::Result<T, E>;
 
-/// One table in `stat`.
+/// One table in `stat`. The manifest gives the segments, their bytes and the entries they
+/// store; `--deep` reads the table whole for the rest.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TableRow {
     /// Its name.
     pub name: String,
-    /// Keys a reader sees.
-    pub entries: u64,
-    /// Bytes of those entries.
-    pub live_bytes: u64,
-    /// Bytes of deletions and overwritten versions, which a merge drops.
-    pub dead_bytes: u64,
-    /// Stored deletions.
-    pub tombstones: u64,
+    /// Entries its segments store, deletions and overwritten versions included (the
+    /// manifest's count; an upper bound of `entries`).
+    pub stored_entries: u64,
     /// Segment files.
     pub segments: usize,
     /// Their bytes.
     pub file_bytes: u64,
+    /// `--deep`: keys a reader sees.
+    pub entries: Option<u64>,
+    /// `--deep`: bytes of those entries.
+    pub live_bytes: Option<u64>,
+    /// `--deep`: bytes of deletions and overwritten versions, which a merge drops.
+    pub dead_bytes: Option<u64>,
+    /// `--deep`: stored deletions.
+    pub tombstones: Option<u64>,
+    /// `--deep`: what reading the table found wrong (the other `--deep` fields are then
+    /// absent).
+    pub damage: Option<String>,
 }
 
 /// `butter stat`.
@@ -91,7 +127,7 @@ pub struct TableRow {
 pub struct Stat {
     /// The directory.
     pub path: PathBuf,
-    /// Its identity (32 hex digits).
+    /// Its identity (32 hex digits; empty if it could not be read).
     pub identity: String,
     /// The manifest's (and the database's) format version.
     pub format_version: u32,
@@ -111,10 +147,21 @@ pub struct Stat {
     pub next_segment: u64,
     /// The manifest's bytes.
     pub manifest_bytes: u64,
+    /// Whether the tables were read whole (`--deep`).
+    pub deep: bool,
+    /// The newest generation could not be opened: why (the tables are then not listed).
+    pub damage: Option<String>,
     /// Per table.
     pub tables: Vec<TableRow>,
     /// The filesystem's size, use and space available, in bytes.
     pub filesystem: FsRow,
+}
+
+impl Stat {
+    /// Whether anything read was damaged.
+    pub fn damaged(&self) -> bool {
+        self.damage.is_some() || self.tables.iter().any(|t| t.damage.is_some())
+    }
 }
 
 /// A filesystem's size and use, in bytes.
@@ -128,45 +175,107 @@ pub struct FsRow {
     pub available: u64,
 }
 
-/// `butter stat DIR`: reads the newest generation whole, beside a live writer.
+/// What `stat` reads.
+#[derive(Debug, Clone, Default)]
+pub struct StatOptions {
+    /// Read every table whole for live and dead bytes, entries and tombstones (the time grows
+    /// with the database); otherwise the manifest and the segments' footers only.
+    pub deep: bool,
+    /// Only this table.
+    pub table: Option<String>,
+}
+
+/// `butter stat DIR [TABLE] [--deep]`, beside a live writer. A damaged table (with `--deep`)
+/// or a newest generation that cannot be opened is reported in the result, not as an error,
+/// with what could be read beside it ([`Stat::damaged`]).
 ///
 /// # Errors
-/// [`ToolError::Engine`].
-pub fn stat(dir: &Path) -> Result<Stat> {
+/// [`ToolError::NotADirectory`], [`ToolError::NoSuchTable`], [`ToolError::Engine`] for a
+/// directory that is not a database or cannot be read.
+pub fn stat(dir: &Path, opts: &StatOptions) -> Result<Stat> {
+    dumpload::require_dir(dir)?;
     let info: DirInfo = admin::inspect_dir(dir)?;
-    let snap = Snapshot::open(dir)?;
-    let mut tables = Vec::new();
-    for t in snap.tables() {
-        let s = snap.table_stats(&t.name)?;
-        tables.push(TableRow {
-            name: t.name,
-            entries: s.entries,
-            live_bytes: s.live_bytes,
-            dead_bytes: s.dead_bytes,
-            tombstones: s.tombstones,
-            segments: s.segments,
-            file_bytes: s.file_bytes,
-        });
-    }
-    Ok(Stat {
+    let mut stat = Stat {
         path: dir.into(),
-        identity: snap.identity(),
-        format_version: snap.format_version(),
-        generation: snap.generation(),
-        generations_on_disk: info.generations,
+        identity: info.identity.clone().unwrap_or_default(),
+        format_version: 0,
+        generation: info.generations.last().copied().unwrap_or_default(),
+        generations_on_disk: info.generations.clone(),
         live: info.live,
         merge_outputs: info.merge_outputs.0,
         merge_output_bytes: info.merge_outputs.1,
         lock_holder: info.lock_holder,
-        next_segment: snap.next_seq(),
-        manifest_bytes: snap.manifest_len(),
-        tables,
+        next_segment: 0,
+        manifest_bytes: 0,
+        deep: opts.deep,
+        damage: None,
+        tables: Vec::new(),
         filesystem: FsRow {
             total: info.fs.total,
             used: info.fs.used,
             available: info.fs.available,
         },
-    })
+    };
+    let snap = match Snapshot::open(dir) {
+        Ok(snap) => snap,
+        Err(e) => {
+            let e = ToolError::from(e);
+            if e.exit_code() != exit::CORRUPT {
+                return Err(e);
+            }
+            stat.damage = Some(e.to_string());
+            return Ok(stat);
+        }
+    };
+    stat.identity = snap.identity();
+    stat.format_version = snap.format_version();
+    stat.generation = snap.generation();
+    stat.next_segment = snap.next_seq();
+    stat.manifest_bytes = snap.manifest_len();
+    let all = snap.tables();
+    if let Some(name) = &opts.table {
+        if !all.iter().any(|t| t.name == *name) {
+            return Err(ToolError::NoSuchTable {
+                name: name.clone(),
+                tables: all
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    for t in all {
+        if opts.table.as_ref().is_some_and(|n| *n != t.name) {
+            continue;
+        }
+        let mut row = TableRow {
+            stored_entries: t.segments.iter().map(|s| s.entries).sum(),
+            segments: t.segments.len(),
+            file_bytes: t.segments.iter().map(|s| s.file_len).sum(),
+            ..TableRow::default()
+        };
+        if opts.deep {
+            match snap.table_stats(&t.name) {
+                Ok(s) => {
+                    row.entries = Some(s.entries);
+                    row.live_bytes = Some(s.live_bytes);
+                    row.dead_bytes = Some(s.dead_bytes);
+                    row.tombstones = Some(s.tombstones);
+                }
+                Err(e) => {
+                    let e = ToolError::from(e);
+                    if e.exit_code() != exit::CORRUPT {
+                        return Err(e);
+                    }
+                    row.damage = Some(e.to_string());
+                }
+            }
+        }
+        row.name = t.name;
+        stat.tables.push(row);
+    }
+    Ok(stat)
 }
 
 /// `butter check`'s result.
@@ -360,7 +469,11 @@ fn run_btrfs(
             stderr: format!("{e} (is btrfs-progs installed?)"),
             left,
         })?;
-    if out.status.success() {
+    // btrfs receive run without privilege prints "Operation not permitted" (an ERROR line)
+    // and still exits 0: a message like that is a failure too.
+    let said = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && !said.contains("ERROR") && !said.contains("Operation not permitted")
+    {
         return Ok(());
     }
     Err(ToolError::Btrfs {
@@ -451,12 +564,22 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
             })?;
         }
     }
+    if !from_dir && !effective_root() {
+        return Err(ToolError::BadSources(
+            "restoring from btrfs send streams needs root (btrfs receive sets the received \
+             subvolume's identity, which only root may); nothing was changed. Run it as root, or \
+             restore from a copy directory made by `butter backup`, which needs no root"
+                .into(),
+        ));
+    }
     let mut copy = NewCopy::create(dest)?;
     let gen = if from_dir {
         copy.install_newest_of(first)?.generation_dir.clone()
     } else {
         let received = copy.receive_dir()?;
         let mut newest = None;
+        // The generation each stream brought, which must grow from stream to stream.
+        let mut last: Option<(u64, String)> = None;
         for s in sources {
             let before = subvolumes(&received)?;
             let left = "nothing was left in the destination";
@@ -478,7 +601,30 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                 )?;
             }
             let after = subvolumes(&received)?;
-            newest = after.into_iter().find(|p| !before.contains(p));
+            let name = if s.as_os_str() == "-" {
+                "standard input".to_string()
+            } else {
+                s.display().to_string()
+            };
+            let Some(new) = after.into_iter().find(|p| !before.contains(p)) else {
+                return Err(ToolError::BadSources(format!(
+                    "{name} held no new generation (btrfs receive reported no error); nothing \
+                     was left in the destination"
+                )));
+            };
+            let generation = Snapshot::open_generation(&new)?.generation();
+            if let Some((previous, from)) = &last {
+                if generation <= *previous {
+                    return Err(ToolError::BadSources(format!(
+                        "streams out of order: {name} holds generation {generation}, not newer \
+                         than generation {previous} from {from}; give the full stream first, \
+                         then the incremental ones oldest first; nothing was left in the \
+                         destination"
+                    )));
+                }
+            }
+            last = Some((generation, name));
+            newest = Some(new);
         }
         let Some(gen) = newest else {
             return Err(ToolError::BadSources(
@@ -496,6 +642,18 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         verified,
         elapsed: t.elapsed(),
     })
+}
+
+/// Whether this process's effective user is root (from `/proc/self/status`).
+fn effective_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
 }
 
 /// The entries of `dir`.

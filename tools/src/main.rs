@@ -1,15 +1,17 @@
 //! `butter`: look at, check, copy, restore and remove butter_db databases.
 //!
 //! Every subcommand reads DIR without its lock and writes nothing there (except `remove`), so
-//! it runs beside a live writer. Errors are one line on stderr, `butter: <what>`; exit status
-//! 0 on success, 1 on an error, 2 on a usage error. `docs/operator.md` shows each command's
-//! output on the mainnet sample's database.
+//! it runs beside a live writer. Errors are one line on stderr, `butter: <what>`; the exit
+//! status says what kind of failure it was ([`butter_tools::exit`]: 1 other, 2 usage, 3 not a
+//! database, 4 corrupt, 5 I/O, 6 busy). `docs/operator.md` shows each command's output on the
+//! mainnet sample's database.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use butter_tools::{Stat, StreamTarget, ToolError};
+use butter_tools::dumpload::{self, DumpStyle};
+use butter_tools::{Stat, StatOptions, StreamTarget, ToolError};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -23,12 +25,20 @@ struct Cli {
 enum Cmd {
     /// Show tables, generations, the writer, filesystem usage, format and identity
     ///
-    /// Per table: entries, live and dead bytes, tombstones, segments. Also the generations on
-    /// disk, the process holding the writer's lock, the filesystem's usage, the format version
-    /// and the identity. Reads every segment of the newest generation, beside a live writer.
+    /// Per table: segments, their bytes and the entries they store, from the manifest and the
+    /// segments' footers (fast, whatever the database's size); with --deep also entries, live
+    /// and dead bytes and tombstones, reading every table whole. Also the generations on disk,
+    /// the process holding the writer's lock, the filesystem's usage, the format version and
+    /// the identity. Beside a live writer. A damaged table is reported on its row (exit status
+    /// 4), the others still shown.
     Stat {
         /// The database directory.
         dir: PathBuf,
+        /// Only this table.
+        table: Option<String>,
+        /// Read every table whole: entries, live and dead bytes, tombstones.
+        #[arg(long)]
+        deep: bool,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -76,24 +86,48 @@ enum Cmd {
         /// The new database: a new or empty directory on btrfs.
         dest: PathBuf,
     },
-    /// Print a table's entries in hex
+    /// Print tables' entries in hex, in the format `load` reads
     ///
-    /// One `key value` line per entry, in key order, as a reader of the newest generation
-    /// sees them; --from and --to bound the keys.
+    /// For each table a header `butter-dump format=1 table=NAME`, one `key value` line per
+    /// entry in key order as a reader of the newest generation sees them, and `end entries=N`.
+    /// --from and --to bound the keys; --raw prints the entry lines alone.
     Dump {
         /// The database directory.
         dir: PathBuf,
-        /// The table's name (`butter stat` lists them).
-        table: String,
+        /// The tables (`--list` lists them).
+        #[arg(required_unless_present_any = ["list", "all"], conflicts_with_all = ["list", "all"])]
+        tables: Vec<String>,
+        /// List the table names, one a line, and nothing else.
+        #[arg(long)]
+        list: bool,
+        /// Every table.
+        #[arg(long, conflicts_with = "list")]
+        all: bool,
+        /// The entry lines alone, without header and end line (`load` does not read this).
+        #[arg(long)]
+        raw: bool,
         /// First key (hex, inclusive).
         #[arg(long, value_name = "HEX")]
         from: Option<String>,
         /// End key (hex, exclusive).
         #[arg(long, value_name = "HEX")]
         to: Option<String>,
-        /// At most N entries.
+        /// At most N entries of each table.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
+    },
+    /// Make a new database from a dump
+    ///
+    /// Reads what `dump` (or `dump --all`) wrote, from standard input or --input, into a new
+    /// database in DIR, which must not exist. Refuses a malformed or truncated dump (each
+    /// section ends with its entry count), keys out of order, a table given twice; on any
+    /// failure DIR is removed again, so nothing is left.
+    Load {
+        /// The new database directory.
+        dir: PathBuf,
+        /// Read this file instead of standard input.
+        #[arg(long, value_name = "FILE|-")]
+        input: Option<PathBuf>,
     },
     /// Delete a database with its read-only snapshots
     ///
@@ -114,7 +148,16 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
     let gens: Vec<String> = s.generations_on_disk.iter().map(u64::to_string).collect();
     writeln!(out, "database     {}", s.path.display())?;
     writeln!(out, "identity     {}", s.identity)?;
-    writeln!(out, "format       {}", s.format_version)?;
+    // Without an opened generation there is no format, manifest or table to show.
+    let opened = s.damage.is_none();
+    if opened {
+        writeln!(out, "format       {}", s.format_version)?;
+    } else {
+        writeln!(
+            out,
+            "format       unknown (the generation could not be opened)"
+        )?;
+    }
     writeln!(
         out,
         "generation   {} (on disk: {})",
@@ -136,11 +179,13 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
         s.merge_outputs,
         mib(s.merge_output_bytes)
     )?;
-    writeln!(
-        out,
-        "manifest     {} bytes, next segment {}",
-        s.manifest_bytes, s.next_segment
-    )?;
+    if opened {
+        writeln!(
+            out,
+            "manifest     {} bytes, next segment {}",
+            s.manifest_bytes, s.next_segment
+        )?;
+    }
     writeln!(
         out,
         "filesystem   {} MiB, {} MiB used, {} MiB available",
@@ -148,56 +193,131 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
         mib(s.filesystem.used),
         mib(s.filesystem.available)
     )?;
+    if let Some(d) = &s.damage {
+        writeln!(out, "DAMAGED      {d}")?;
+        return Ok(());
+    }
     writeln!(out)?;
-    writeln!(
-        out,
-        "{:<28} {:>12} {:>10} {:>10} {:>11} {:>8} {:>10}",
-        "table", "entries", "live MiB", "dead MiB", "tombstones", "segments", "file MiB"
-    )?;
-    let total = s.tables.iter().fold(
-        butter_tools::TableRow {
-            name: "total".into(),
-            ..Default::default()
-        },
-        |mut sum, t| {
-            sum.entries += t.entries;
-            sum.live_bytes += t.live_bytes;
-            sum.dead_bytes += t.dead_bytes;
-            sum.tombstones += t.tombstones;
-            sum.segments += t.segments;
-            sum.file_bytes += t.file_bytes;
-            sum
-        },
-    );
-    for t in s.tables.iter().chain(std::iter::once(&total)) {
+    let opt = |v: Option<u64>, f: &dyn Fn(u64) -> String| v.map_or_else(|| "-".into(), f);
+    if s.deep {
         writeln!(
             out,
-            "{:<28} {:>12} {:>10} {:>10} {:>11} {:>8} {:>10}",
-            t.name,
-            t.entries,
-            mib(t.live_bytes),
-            mib(t.dead_bytes),
-            t.tombstones,
-            t.segments,
-            mib(t.file_bytes)
+            "{:<28} {:>8} {:>10} {:>12} {:>12} {:>10} {:>10} {:>11}",
+            "table",
+            "segments",
+            "file MiB",
+            "stored",
+            "entries",
+            "live MiB",
+            "dead MiB",
+            "tombstones"
         )?;
+    } else {
+        writeln!(
+            out,
+            "{:<28} {:>8} {:>10} {:>12}",
+            "table", "segments", "file MiB", "stored"
+        )?;
+    }
+    let mut total = butter_tools::TableRow {
+        name: "total".into(),
+        ..Default::default()
+    };
+    let add = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a + b);
+    if s.deep {
+        (
+            total.entries,
+            total.live_bytes,
+            total.dead_bytes,
+            total.tombstones,
+        ) = (Some(0), Some(0), Some(0), Some(0));
+    }
+    for t in &s.tables {
+        total.stored_entries += t.stored_entries;
+        total.segments += t.segments;
+        total.file_bytes += t.file_bytes;
+        total.entries = add(total.entries, t.entries);
+        total.live_bytes = add(total.live_bytes, t.live_bytes);
+        total.dead_bytes = add(total.dead_bytes, t.dead_bytes);
+        total.tombstones = add(total.tombstones, t.tombstones);
+    }
+    let rows: Vec<&butter_tools::TableRow> = if s.tables.len() > 1 {
+        s.tables.iter().chain(std::iter::once(&total)).collect()
+    } else {
+        s.tables.iter().collect()
+    };
+    for t in rows {
+        write!(
+            out,
+            "{:<28} {:>8} {:>10} {:>12}",
+            t.name,
+            t.segments,
+            mib(t.file_bytes),
+            t.stored_entries
+        )?;
+        if s.deep {
+            write!(
+                out,
+                " {:>12} {:>10} {:>10} {:>11}",
+                opt(t.entries, &|v| v.to_string()),
+                opt(t.live_bytes, &mib),
+                opt(t.dead_bytes, &mib),
+                opt(t.tombstones, &|v| v.to_string())
+            )?;
+        }
+        writeln!(out)?;
+        if let Some(d) = &t.damage {
+            writeln!(out, "  DAMAGED: {d}")?;
+        }
     }
     Ok(())
 }
 
-fn run(cli: Cli) -> Result<(), ToolError> {
+/// The marker `slasher-bench replay` leaves in a database it keeps (`--keep-db`).
+const BENCH_MARKER: &str = ".slasher-bench-db";
+
+/// `remove` refuses a database holding the bench's marker (an entry the engine did not make);
+/// the error then says which tool removes it.
+fn bench_hint(dir: &std::path::Path, e: ToolError) -> ToolError {
+    if dir.join(BENCH_MARKER).is_file() && e.exit_code() == butter_tools::exit::NOT_A_DATABASE {
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        return ToolError::BenchKept(format!(
+            "{e} (it holds {BENCH_MARKER}: `slasher-bench replay --keep-db` kept it; remove it \
+             with `slasher-bench clean {}` or `slasher-bench clean {}`)",
+            dir.display(),
+            parent.display()
+        ));
+    }
+    e
+}
+
+/// Runs a command; `Some(status)` for a command that succeeded but must end with another
+/// status (`stat` on a damaged database).
+fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
     let mut out = std::io::stdout().lock();
     match cli.command {
-        Cmd::Stat { dir, json } => {
-            let s = butter_tools::stat(&dir)?;
+        Cmd::Stat {
+            dir,
+            table,
+            deep,
+            json,
+        } => {
+            let s = butter_tools::stat(&dir, &StatOptions { deep, table })?;
             if json {
                 serde_json::to_writer_pretty(&mut out, &s).map_err(std::io::Error::from)?;
                 writeln!(out)?;
             } else {
                 print_stat(&s, &mut out)?;
             }
+            if s.damaged() {
+                return Ok(Some(butter_tools::exit::CORRUPT));
+            }
         }
         Cmd::Check { dir } => {
+            dumpload::require_dir(&dir)?;
             let c = butter_tools::check(&dir)?;
             let v = c.verified;
             writeln!(
@@ -250,9 +370,15 @@ fn run(cli: Cli) -> Result<(), ToolError> {
                     Some(g) => format!("incremental from generation {g}"),
                     None => "full".into(),
                 };
+                // Bytes are counted for a file; on standard output they pass by uncounted.
+                let size = if t.file.is_some() {
+                    format!(": {bytes} bytes")
+                } else {
+                    String::new()
+                };
                 writeln!(
                     report,
-                    "stream ({kind}) written to {to}: {bytes} bytes in {:.3} s",
+                    "stream ({kind}) written to {to}{size} in {:.3} s",
                     time.as_secs_f64()
                 )?;
             }
@@ -275,11 +401,25 @@ fn run(cli: Cli) -> Result<(), ToolError> {
         }
         Cmd::Dump {
             dir,
-            table,
+            tables,
+            list,
+            all,
+            raw,
             from,
             to,
             limit,
         } => {
+            if list {
+                for name in dumpload::list_tables(&dir)? {
+                    writeln!(out, "{name}")?;
+                }
+                return Ok(None);
+            }
+            let tables = if all {
+                dumpload::list_tables(&dir)?
+            } else {
+                tables
+            };
             let from = from
                 .map(|h| butter_tools::parse_hex("--from", &h))
                 .transpose()?;
@@ -287,18 +427,41 @@ fn run(cli: Cli) -> Result<(), ToolError> {
                 .map(|h| butter_tools::parse_hex("--to", &h))
                 .transpose()?;
             let mut buffered = std::io::BufWriter::new(out);
-            butter_tools::dump(
+            dumpload::dump(
                 &dir,
-                &table,
+                &tables,
                 from.as_deref(),
                 to.as_deref(),
                 limit,
+                if raw {
+                    DumpStyle::Raw
+                } else {
+                    DumpStyle::Sections
+                },
                 &mut buffered,
             )?;
             buffered.flush()?;
         }
+        Cmd::Load { dir, input } => {
+            let mut reader = dumpload::open_input(input.as_ref())?;
+            let l = dumpload::load(&dir, &mut reader)?;
+            let tables: Vec<String> = l
+                .tables
+                .iter()
+                .map(|(t, n)| format!("{t} ({n} entries)"))
+                .collect();
+            writeln!(
+                out,
+                "loaded {} into {}: {}; {} MiB of keys and values in {} commits",
+                input.map_or("standard input".into(), |p| p.display().to_string()),
+                dir.display(),
+                tables.join(", "),
+                mib(l.bytes),
+                l.commits
+            )?;
+        }
         Cmd::Remove { dir } => {
-            let r = butter_tools::remove(&dir)?;
+            let r = butter_tools::remove(&dir).map_err(|e| bench_hint(&dir, e))?;
             writeln!(
                 out,
                 "removed {}: {} generations, {} other subvolumes, {} merge outputs",
@@ -309,19 +472,20 @@ fn run(cli: Cli) -> Result<(), ToolError> {
             )?;
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(status)) => ExitCode::from(status),
         Err(ToolError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::SUCCESS
         }
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "butter: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -95,7 +95,9 @@ impl Block {
         if stored != got {
             return Err(Error::ChecksumMismatch {
                 path: path.into(),
+                region: "block".into(),
                 offset,
+                len: len as u64,
                 expected: stored,
                 got,
             });

@@ -158,7 +158,9 @@ impl Segment {
         if stored != got {
             return Err(Error::ChecksumMismatch {
                 path,
+                region: "segment footer".into(),
                 offset: footer_at,
+                len: FOOTER_LEN as u64,
                 expected: stored,
                 got,
             });
@@ -195,7 +197,9 @@ impl Segment {
         if got != index_crc {
             return Err(Error::ChecksumMismatch {
                 path,
+                region: "segment index".into(),
                 offset: index_offset,
+                len: index_len as u64,
                 expected: index_crc,
                 got,
             });
@@ -277,7 +281,27 @@ impl Segment {
         self.file
             .read_exact_at(&mut data, loc.offset)
             .map_err(|e| Error::io("read segment block", &self.path, e))?;
-        let block = Arc::new(Block::decode(data, self.version, &self.path, loc.offset)?);
+        let block = Arc::new(
+            Block::decode(data, self.version, &self.path, loc.offset).map_err(|e| match e {
+                // Name the block by its number in the segment, beside its byte range.
+                Error::ChecksumMismatch {
+                    path,
+                    offset,
+                    len,
+                    expected,
+                    got,
+                    ..
+                } => Error::ChecksumMismatch {
+                    path,
+                    region: format!("block {i} of {}", self.blocks.len()),
+                    offset,
+                    len,
+                    expected,
+                    got,
+                },
+                other => other,
+            })?,
+        );
         if cache_use == CacheUse::Fill {
             self.cache.insert(self.seq, i, block.clone());
         }
