@@ -13,6 +13,7 @@ mod job;
 mod merge;
 mod recovery;
 mod retire;
+mod spill;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -111,6 +112,8 @@ pub struct EnvBuilder {
     path: PathBuf,
     /// `None`: [`crate::memory::default_block_cache_bytes`] of the memory available at open.
     block_cache_bytes: Option<usize>,
+    /// `None`: [`crate::memory::default_memtable_bytes`] of the memory available at open.
+    memtable_bytes: Option<u64>,
     compaction: Compaction,
     group_access: bool,
     /// (partition bytes, drain job bytes), `compaction::PARTITION_BYTES` and
@@ -125,6 +128,7 @@ impl EnvBuilder {
         EnvBuilder {
             path: path.into(),
             block_cache_bytes: None,
+            memtable_bytes: None,
             compaction: Compaction::Background,
             group_access: false,
             merge_sizes: (compaction::PARTITION_BYTES, compaction::DRAIN_JOB_BYTES),
@@ -147,6 +151,18 @@ impl EnvBuilder {
     /// through the page cache, which the kernel can reclaim.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = Some(bytes);
+        self
+    }
+
+    /// Bytes a write transaction's uncommitted writes may hold in memory (its memtables, and
+    /// the value chunks kept for the next transaction) before it writes the largest of them
+    /// to a sorted run in `live/` and goes on (design.md §2, "Spilling"). The default is an
+    /// eighth of the memory available to the process when it opens the database, between
+    /// 4 MiB and 1 GiB ([`crate::memory::default_memtable_bytes`]). A transaction smaller
+    /// than this never spills. At least 16 KiB (tests use small budgets to make spills
+    /// cheap).
+    pub fn memtable_bytes(mut self, bytes: u64) -> Self {
+        self.memtable_bytes = Some(bytes.max(16 << 10));
         self
     }
 
@@ -255,6 +271,8 @@ pub struct Env {
     compact: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
+    /// [`Env::memtable_budget`].
+    memtable_bytes: u64,
     compaction: Compaction,
     /// Bytes of the partitions drains write, and of the partitions one drain job takes.
     partition_bytes: u64,
