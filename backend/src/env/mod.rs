@@ -14,6 +14,7 @@ mod merge;
 mod recovery;
 mod retire;
 mod spill;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -255,6 +256,8 @@ pub(crate) struct WriterState {
     /// The last write transaction's memtable value chunks, emptied, for the next one
     /// (`Memtable::recycle_chunks`).
     pub(crate) spare_chunks: Vec<Vec<u8>>,
+    /// The thread background merges run on (`worker.rs`).
+    worker: worker::Worker,
 }
 
 /// An open database.

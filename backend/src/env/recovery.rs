@@ -220,6 +220,7 @@ impl Env {
                 merge: None,
                 drain: None,
                 spare_chunks: Vec::new(),
+                worker: super::worker::Worker::default(),
             }),
             current: RwLock::new(Arc::new(version)),
             pins: Mutex::new(BTreeMap::new()),
