@@ -175,6 +175,7 @@ impl Env {
         for (i, (table, mem)) in draft.tables.iter_mut().zip(memtables).enumerate() {
             if let Some(runs) = runs.get(i).filter(|r| !r.is_empty()) {
                 spilled.extend(runs.iter().map(|s| s.seq));
+                draft.info.spilled_runs += runs.len();
                 table.segments.splice(0..0, runs.iter().cloned());
             }
             if mem.is_empty() {

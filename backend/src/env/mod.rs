@@ -94,6 +94,10 @@ pub struct CommitInfo {
     pub write_back_us: u64,
     /// Time spent in the snapshot ioctl (the durable commit point), in microseconds.
     pub snapshot_us: u64,
+    /// Sorted runs the transaction had spilled to `live/` and this commit installed (or
+    /// merged into the segment it wrote): 0 unless the transaction outgrew its memory budget
+    /// ([`EnvBuilder::memtable_bytes`]).
+    pub spilled_runs: usize,
     /// Background merges this commit swapped in (their files were written before the commit).
     pub merges_installed: usize,
     /// Bytes of the segments those merges wrote.

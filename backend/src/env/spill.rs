@@ -10,6 +10,7 @@
 //! the committed segments; its commit installs the runs as the table's newest segments (the
 //! commit's merge may take them in), in the same single snapshot as the rest.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -56,7 +57,8 @@ impl Env {
     /// (`None` if nothing was left to write: no file exists) and how many of `runs` it
     /// replaces. The caller empties `mem` and discards those runs ([`Env::discard_runs`])
     /// only after this succeeded; on an error the partial file is deleted and the transaction
-    /// is as it was.
+    /// is as it was, but the environment is poisoned, as after a failed commit: a write to
+    /// `live/` failed, and `live/` may hold what it left (the next open discards it).
     pub(crate) fn spill(
         &self,
         writer: &mut WriterState,
@@ -83,9 +85,12 @@ impl Env {
             let seg = Segment::open(path.clone(), seq, len, entries, self.cache.clone())?;
             Ok(Some(Arc::new(seg)))
         });
-        if built.is_err() && path.exists() {
-            if let Err(e) = self.fs.remove_file(&path) {
-                log::warn!("could not delete {}: {e}", path.display());
+        if built.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+            if path.exists() {
+                if let Err(e) = self.fs.remove_file(&path) {
+                    log::warn!("could not delete {}: {e}", path.display());
+                }
             }
         }
         super::fail_point("spill::after_write");
@@ -95,9 +100,9 @@ impl Env {
     /// Forget runs that no commit will install (merged into a newer run, or the transaction
     /// ended without committing them): evict their blocks and delete their files from `live/`.
     /// A file that cannot be deleted is reported; it is uncommitted state, which the next open
-    /// discards with the rest of `live/`, but until then the next commit would carry it into
-    /// its generation as a file no manifest names, so the caller fails that commit instead
-    /// ([`Error`] returned here).
+    /// discards with the rest of `live/`, but until then a commit would carry it into its
+    /// generation as a file no manifest names: the environment is poisoned (writes refused
+    /// until it is reopened) and the error returned.
     pub(crate) fn discard_runs(&self, runs: &[Arc<Segment>]) -> Result<()> {
         let mut first_error = None;
         for s in runs {
@@ -108,6 +113,7 @@ impl Env {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     log::warn!("could not delete the spilled run {}: {e}", path.display());
+                    self.poisoned.store(true, Ordering::Release);
                     first_error.get_or_insert(Error::io("unlink", &path, e));
                 }
             }
