@@ -72,6 +72,8 @@
 #                      the disk, not the image file's own cache). Each row's memory.stat, peak
 #                      usage, failcnt and OOM kills go to ROW.memory in the report directory
 #                      and the log; the cgroups are removed afterwards (docs/runs/memory-limit.md)
+#   BENCH_ALLOCATOR    jemalloc (default: what Lighthouse links) or glibc: the allocator the
+#                      slasher-bench binary is built with (feature `jemalloc`)
 #   BENCH_LIGHTHOUSE_RUNNER  the replay runner built inside a Lighthouse checkout, for the
 #                      lighthouse:* rows (chunk sizes: Lighthouse's defaults, 16×256)
 #   BENCH_ROW_WATCH    a command (split on spaces) started beside each port row as
@@ -654,8 +656,18 @@ USAGE
     mkdir -p "$OUT"
     case $(fs_of "$OUT") in tmpfs | ramfs) log "note: the report directory $OUT is on tmpfs" ;; esac
 
-    log "building slasher-bench (release, every backend)"
-    cargo build --release -p slasher-bench
+    case ${BENCH_ALLOCATOR:-jemalloc} in
+        jemalloc)
+            log "building slasher-bench (release, every backend, jemalloc)"
+            cargo build --release -p slasher-bench
+            ;;
+        glibc)
+            log "building slasher-bench (release, every backend, glibc's malloc)"
+            cargo build --release -p slasher-bench --no-default-features \
+                --features lmdb,mdbx,redb,butter
+            ;;
+        *) die "BENCH_ALLOCATOR=$BENCH_ALLOCATOR: jemalloc or glibc" ;;
+    esac
     choose_fixture
 
     if [[ -n ${BENCH_EXT4_DIR:-} && -n ${BENCH_BTRFS_DIR:-} ]]; then

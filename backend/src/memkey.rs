@@ -11,7 +11,7 @@ use std::ops::Deref;
 use crate::segment::{key_cmp, key_prefix};
 
 /// Longest key stored inline.
-const INLINE: usize = 22;
+pub(crate) const INLINE: usize = 22;
 
 /// A memtable key: ordered, compared and borrowed exactly as the `[u8]` it holds.
 #[derive(Clone)]

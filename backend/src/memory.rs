@@ -228,5 +228,25 @@ pub const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
 /// with 8 GiB available.
 pub const MAX_BLOCK_CACHE_BYTES: usize = 1 << 30;
 
+/// A write transaction's memory budget when the caller sets none
+/// ([`crate::EnvBuilder::memtable_bytes`]): an eighth of `available` bytes, at least
+/// [`MIN_MEMTABLE_BYTES`] and at most [`MAX_MEMTABLE_BYTES`] (the largest when `available` is
+/// unknown). With the block cache's eighth, a quarter of the limit goes to the engine's two
+/// largest parts; the rest is the process's own (for the slasher, ~60 MiB of its own state
+/// and the replay's) and the page cache.
+pub fn default_memtable_bytes(available: Option<u64>) -> u64 {
+    let Some(available) = available else {
+        return MAX_MEMTABLE_BYTES;
+    };
+    (available / MEMTABLE_SHARE).clamp(MIN_MEMTABLE_BYTES, MAX_MEMTABLE_BYTES)
+}
+
+/// The memtable budget's default is `available / MEMTABLE_SHARE`.
+pub const MEMTABLE_SHARE: u64 = 8;
+/// The smallest default memtable budget.
+pub const MIN_MEMTABLE_BYTES: u64 = 4 << 20;
+/// The largest default memtable budget, reached with 8 GiB available.
+pub const MAX_MEMTABLE_BYTES: u64 = 1 << 30;
+
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::ops::Bound;
 
-use crate::memkey::MemKey;
+use crate::memkey::{MemKey, INLINE};
 use crate::segment::key_cmp;
 
 /// Where a value's bytes are in the memtable's chunks, or a deletion.
@@ -27,11 +27,28 @@ struct Value {
 
 const DELETED: u32 = u32::MAX;
 
-/// Size of a value chunk (a larger value gets a chunk of its own).
-const CHUNK: usize = 1 << 20;
+/// Size of a value chunk (a larger value gets a chunk of its own), unless a small memory
+/// budget asks for less ([`chunk_bytes_for`]).
+pub(crate) const CHUNK: usize = 1 << 20;
+
+/// The value chunk size for a write transaction's memory budget of `budget` bytes: a
+/// sixteenth of it, at least 4 KiB and at most [`CHUNK`], so that a chunk is a small part of
+/// what the budget holds.
+pub(crate) fn chunk_bytes_for(budget: u64) -> usize {
+    usize::try_from(budget / 16)
+        .unwrap_or(CHUNK)
+        .clamp(4 << 10, CHUNK)
+}
+
+/// What one entry of the run takes in memory.
+const RUN_ENTRY_BYTES: u64 = std::mem::size_of::<(MemKey, Value)>() as u64;
+
+/// What one entry of the tree takes in memory, give or take: the key and value, a B-tree
+/// node's share of them being about two thirds full, and the node's own fields.
+const TREE_ENTRY_BYTES: u64 = RUN_ENTRY_BYTES * 3 / 2 + 8;
 
 /// Key → value or deletion, ordered by key.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Memtable {
     /// Strictly ascending: the keys that were, when first written, above every key written
     /// before them.
@@ -42,6 +59,22 @@ pub(crate) struct Memtable {
     chunks: Vec<Vec<u8>>,
     /// [`Memtable::bytes`], kept up to date by every insert and removal.
     bytes: u64,
+    /// The capacity of `chunks`, in bytes.
+    chunk_bytes: u64,
+    /// Bytes of the boxed keys (longer than [`INLINE`]) in `run` and `tree`.
+    boxed_key_bytes: u64,
+    /// The size of a value chunk.
+    chunk: usize,
+}
+
+/// What a key of `len` bytes adds to [`Memtable::heap_bytes`] besides its entry: a key longer
+/// than [`INLINE`] is boxed, its bytes memory of their own.
+fn boxed_len(len: usize) -> u64 {
+    if len > INLINE {
+        len as u64
+    } else {
+        0
+    }
 }
 
 /// What an entry adds to [`Memtable::bytes`].
@@ -63,7 +96,20 @@ fn resolve(chunks: &[Vec<u8>], v: Value) -> Option<&[u8]> {
 
 impl Memtable {
     pub(crate) fn new() -> Memtable {
-        Memtable::default()
+        Memtable::with_chunk(CHUNK)
+    }
+
+    /// A memtable whose value chunks are `chunk` bytes (see [`chunk_bytes_for`]).
+    pub(crate) fn with_chunk(chunk: usize) -> Memtable {
+        Memtable {
+            run: Vec::new(),
+            tree: BTreeMap::new(),
+            chunks: Vec::new(),
+            bytes: 0,
+            chunk_bytes: 0,
+            boxed_key_bytes: 0,
+            chunk: chunk.max(1),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -76,6 +122,17 @@ impl Memtable {
     /// had been 1.6 % of `backend/examples/rewrite.rs`'s samples.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The memory it holds, in bytes: its value chunks, the run's capacity, the tree's
+    /// entries and nodes (estimated) and the boxed keys. What a write transaction's memory
+    /// budget counts (design.md §2, "Spilling"); kept up to date as entries come, so reading
+    /// it costs a few additions.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        self.chunk_bytes
+            + self.run.capacity() as u64 * RUN_ENTRY_BYTES
+            + self.tree.len() as u64 * TREE_ENTRY_BYTES
+            + self.boxed_key_bytes
     }
 
     /// Copy `value` into the chunks (`None`: a deletion), taking a new chunk from `spare`
@@ -93,12 +150,13 @@ impl Memtable {
             .last()
             .is_some_and(|c| c.capacity() - c.len() >= bytes.len());
         if !fits {
-            let chunk = if bytes.len() <= CHUNK {
+            let chunk = if bytes.len() <= self.chunk {
                 spare.pop()
             } else {
                 None
             }
-            .unwrap_or_else(|| Vec::with_capacity(CHUNK.max(bytes.len())));
+            .unwrap_or_else(|| Vec::with_capacity(self.chunk.max(bytes.len())));
+            self.chunk_bytes += chunk.capacity() as u64;
             self.chunks.push(chunk);
         }
         let chunk = self.chunks.len().saturating_sub(1);
@@ -179,6 +237,7 @@ impl Memtable {
             // falls: a key above that is in neither, and there is no tree to search.
             debug_assert!(self.tree.last_key_value().is_none_or(|(k, _)| *k < key));
             self.run.push((key, value));
+            self.boxed_key_bytes += boxed_len(key_len);
             return;
         }
         match self.run_position(&key) {
@@ -188,11 +247,10 @@ impl Memtable {
                     slot.1 = value;
                 }
             }
-            None => {
-                if let Some(old) = self.tree.insert(key, value) {
-                    self.bytes -= entry_bytes(key_len, old);
-                }
-            }
+            None => match self.tree.insert(key, value) {
+                Some(old) => self.bytes -= entry_bytes(key_len, old),
+                None => self.boxed_key_bytes += boxed_len(key_len),
+            },
         }
     }
 
@@ -214,6 +272,7 @@ impl Memtable {
             None => {
                 if let Some(old) = self.tree.remove(key) {
                     self.bytes -= entry_bytes(key.len(), old);
+                    self.boxed_key_bytes -= boxed_len(key.len());
                 }
             }
         }
@@ -268,12 +327,22 @@ impl Memtable {
         self.run.clear();
         self.tree.clear();
         self.bytes = 0;
+        self.chunk_bytes = 0;
+        self.boxed_key_bytes = 0;
         for mut c in self.chunks.drain(..) {
-            if c.capacity() == CHUNK {
+            if c.capacity() == self.chunk {
                 c.clear();
                 out.push(c);
             }
         }
+    }
+
+    /// After its entries were written to a spill file: empty it as
+    /// [`Memtable::recycle_chunks`] does, and free the run's and the tree's memory too, so that
+    /// [`Memtable::heap_bytes`] drops to 0.
+    pub(crate) fn clear_spilled(&mut self, out: &mut Vec<Vec<u8>>) {
+        self.recycle_chunks(out);
+        self.run = Vec::new();
     }
 
     /// Every entry in key order.
@@ -341,6 +410,10 @@ mod tests {
             .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 6)
             .sum();
         assert_eq!(mem.bytes(), bytes as u64, "bytes");
+        let boxed: u64 = mem.iter().map(|(k, _)| boxed_len(k.len())).sum();
+        assert_eq!(mem.boxed_key_bytes, boxed, "boxed key bytes");
+        let chunks: usize = mem.chunks.iter().map(Vec::capacity).sum();
+        assert_eq!(mem.chunk_bytes, chunks as u64, "chunk bytes");
         for p in probes {
             assert_eq!(
                 mem.get(p).map(|v| v.map(<[u8]>::to_vec)),
@@ -504,5 +577,40 @@ mod tests {
             next.get(b"big").map(|v| v.map(<[u8]>::len)),
             Some(Some(CHUNK + 5))
         );
+    }
+
+    /// The memory accounting: chunks of the budget's size, run and tree entries, boxed keys;
+    /// after a spill's clear nothing is left counted, and the chunks wait in the spares.
+    #[test]
+    fn heap_bytes_counts_what_the_memtable_holds_and_a_spill_clears_it() {
+        assert_eq!(chunk_bytes_for(256 << 10), 16 << 10);
+        assert_eq!(chunk_bytes_for(16 << 10), 4 << 10);
+        assert_eq!(chunk_bytes_for(1 << 40), CHUNK);
+        let chunk = 16 << 10;
+        let mut spare = Vec::new();
+        let mut mem = Memtable::with_chunk(chunk);
+        assert_eq!(mem.heap_bytes(), 0);
+        mem.insert(&5u64.to_be_bytes(), Some(&[1; 100]), &mut spare);
+        assert_eq!(
+            mem.heap_bytes(),
+            chunk as u64 + mem.run.capacity() as u64 * RUN_ENTRY_BYTES
+        );
+        // Out of order: to the tree; a long key is boxed.
+        mem.insert(&[0u8; 30], Some(&[2; 100]), &mut spare);
+        assert_eq!(
+            mem.heap_bytes(),
+            chunk as u64 + mem.run.capacity() as u64 * RUN_ENTRY_BYTES + TREE_ENTRY_BYTES + 30
+        );
+        // 200 values of 100 bytes fill two chunks of 16 KiB.
+        for i in 6u64..206 {
+            mem.insert(&i.to_be_bytes(), Some(&[3; 100]), &mut spare);
+        }
+        assert_eq!(mem.chunks.len(), 2);
+        assert!(mem.heap_bytes() > 2 * chunk as u64 + 200 * RUN_ENTRY_BYTES);
+        mem.clear_spilled(&mut spare);
+        assert_eq!(mem.heap_bytes(), 0);
+        assert_eq!(mem.run.capacity(), 0);
+        assert_eq!(spare.len(), 2);
+        assert!(spare.iter().all(|c| c.capacity() == chunk));
     }
 }

@@ -9,7 +9,7 @@ use parking_lot::MutexGuard;
 use crate::env::{CommitInfo, Env, Version, WriterState};
 use crate::error::{Error, Result};
 use crate::iter::{MemLookup, MergeIter};
-use crate::memtable::Memtable;
+use crate::memtable::{chunk_bytes_for, Memtable};
 use crate::segment::{key_cmp, BlockHint, Load, Probe, Segment};
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
@@ -208,6 +208,22 @@ pub struct WriteTxn<'env> {
     new_tables: Vec<String>,
     memtables: Vec<Memtable>,
     hints: Hints,
+    /// Per table: the sorted runs its memtable spilled to `live/`, newest first (design.md
+    /// §2, "Spilling"); empty unless the transaction outgrew its memory budget.
+    runs: Vec<Vec<Arc<Segment>>>,
+    /// Per table with runs: the runs followed by the base version's segments, which is what
+    /// the transaction reads below its memtable.
+    stacked: Vec<Option<Vec<Arc<Segment>>>>,
+    /// Runs merged into newer ones whose files could not be deleted: the commit tries again
+    /// (and fails if it cannot), an abort too.
+    dead: Vec<Arc<Segment>>,
+    /// The memtables' [`Memtable::heap_bytes`], summed.
+    mem_heap: u64,
+    /// The most this transaction's memory accounting ([`WriteTxn::memory_bytes`]) has been
+    /// after a write was accounted for and any spill it made was done.
+    peak_memory: u64,
+    /// Spills so far: a cursor that has seen fewer rebuilds its merge.
+    spills: u64,
 }
 
 impl<'env> WriteTxn<'env> {
@@ -216,7 +232,9 @@ impl<'env> WriteTxn<'env> {
         writer: MutexGuard<'env, WriterState>,
         base: Arc<Version>,
     ) -> Self {
-        let memtables = (0..base.tables.len()).map(|_| Memtable::new()).collect();
+        let tables = base.tables.len();
+        let chunk = chunk_bytes_for(env.memtable_budget());
+        let memtables = (0..tables).map(|_| Memtable::with_chunk(chunk)).collect();
         let hints = new_hints(&base);
         WriteTxn {
             env,
@@ -225,7 +243,93 @@ impl<'env> WriteTxn<'env> {
             new_tables: Vec::new(),
             memtables,
             hints,
+            runs: vec![Vec::new(); tables],
+            stacked: vec![None; tables],
+            dead: Vec::new(),
+            mem_heap: 0,
+            peak_memory: 0,
+            spills: 0,
         }
+    }
+
+    /// The memory this transaction's uncommitted writes hold, as its budget
+    /// ([`Env::memtable_budget`]) counts it: its memtables' chunks, entries and nodes, and
+    /// the value chunks kept from the last transaction for reuse.
+    pub fn memory_bytes(&self) -> u64 {
+        // Every spare chunk is of the environment's chunk size (`Memtable::recycle_chunks`).
+        let chunk = chunk_bytes_for(self.env.memtable_budget());
+        self.mem_heap + (self.writer.spare_chunks.len() * chunk) as u64
+    }
+
+    /// The largest [`WriteTxn::memory_bytes`] seen after any write of this transaction
+    /// (including the spill the write caused).
+    pub fn peak_memory_bytes(&self) -> u64 {
+        self.peak_memory
+    }
+
+    /// How many sorted runs this transaction has spilled to `live/` and still holds.
+    pub fn spilled_runs(&self) -> usize {
+        self.runs.iter().map(Vec::len).sum()
+    }
+
+    /// Account for a write to table `i` that took its memtable from `before` bytes of memory
+    /// to its current size, and spill while the transaction is over its budget: first the
+    /// value chunks kept for reuse are freed, then the largest memtables are written to runs.
+    fn account(&mut self, i: usize, before: u64) -> Result<()> {
+        let after = self.memtables.get(i).map_or(0, Memtable::heap_bytes);
+        self.mem_heap = self.mem_heap - before + after;
+        let budget = self.env.memtable_budget();
+        while self.memory_bytes() > budget && self.writer.spare_chunks.pop().is_some() {}
+        while self.memory_bytes() > budget {
+            let largest = (0..self.memtables.len())
+                .filter(|&t| self.memtables.get(t).is_some_and(|m| !m.is_empty()))
+                .max_by_key(|&t| self.memtables.get(t).map_or(0, Memtable::heap_bytes));
+            let Some(t) = largest else { break };
+            self.spill_table(t)?;
+            while self.memory_bytes() > budget && self.writer.spare_chunks.pop().is_some() {}
+        }
+        self.peak_memory = self.peak_memory.max(self.memory_bytes());
+        Ok(())
+    }
+
+    /// Write table `t`'s memtable (merged with some of its newest runs) as a run in `live/`,
+    /// and empty it. On an error the transaction is as it was before.
+    fn spill_table(&mut self, t: usize) -> Result<()> {
+        let (Some(mem), Some(runs)) = (self.memtables.get(t), self.runs.get(t)) else {
+            return Ok(());
+        };
+        let (new, merged) = self.env.spill(&mut self.writer, mem, runs)?;
+        let mut old = Vec::new();
+        if let Some(runs) = self.runs.get_mut(t) {
+            old.extend(runs.drain(..merged));
+            if let Some(new) = new {
+                runs.insert(0, new);
+            }
+        }
+        if let Some(m) = self.memtables.get_mut(t) {
+            self.mem_heap -= m.heap_bytes();
+            m.clear_spilled(&mut self.writer.spare_chunks);
+        }
+        let runs = self.runs.get(t).cloned().unwrap_or_default();
+        let stacked = (!runs.is_empty()).then(|| {
+            let base = self.base.tables.get(t).map_or(&[][..], |b| &b.segments[..]);
+            runs.into_iter()
+                .chain(base.iter().cloned())
+                .collect::<Vec<_>>()
+        });
+        // The lookup hints are per segment position, which the new run shifted.
+        if let (Some(h), Some(segs)) = (self.hints.get_mut(t), &stacked) {
+            *h = RefCell::new(segs.iter().map(|_| None).collect());
+        }
+        if let Some(slot) = self.stacked.get_mut(t) {
+            *slot = stacked;
+        }
+        self.spills += 1;
+        if let Err(e) = self.env.discard_runs(&old) {
+            self.dead.extend(old);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// The generation this transaction reads from.
@@ -253,7 +357,10 @@ impl<'env> WriteTxn<'env> {
             Some(i) => i,
             None => {
                 self.new_tables.push(name.to_string());
-                self.memtables.push(Memtable::new());
+                let chunk = chunk_bytes_for(self.env.memtable_budget());
+                self.memtables.push(Memtable::with_chunk(chunk));
+                self.runs.push(Vec::new());
+                self.stacked.push(None);
                 self.memtables.len() - 1
             }
         };
@@ -261,13 +368,17 @@ impl<'env> WriteTxn<'env> {
     }
 
     fn view(&self, index: usize) -> TableView<'_> {
+        let base = self
+            .base
+            .tables
+            .get(index)
+            .map_or(&[][..], |t| t.segments.as_slice());
         TableView {
             mem: self.memtables.get(index),
-            segments: self
-                .base
-                .tables
-                .get(index)
-                .map_or(&[], |t| t.segments.as_slice()),
+            segments: match self.stacked.get(index) {
+                Some(Some(stacked)) => stacked.as_slice(),
+                _ => base,
+            },
             parts: self.base.tables.get(index).map_or(0, |t| t.parts),
             hints: self.hints.get(index),
         }
@@ -304,10 +415,12 @@ impl<'env> WriteTxn<'env> {
         if self.view(i).holds(key, value)? {
             return Ok(());
         }
-        if let Some(m) = self.memtables.get_mut(i) {
-            m.insert(key, Some(value), &mut self.writer.spare_chunks);
-        }
-        Ok(())
+        let Some(m) = self.memtables.get_mut(i) else {
+            return Ok(());
+        };
+        let before = m.heap_bytes();
+        m.insert(key, Some(value), &mut self.writer.spare_chunks);
+        self.account(i, before)
     }
 
     /// Delete a key (a missing key is fine).
@@ -317,14 +430,16 @@ impl<'env> WriteTxn<'env> {
     pub fn delete(&mut self, t: TableHandle, key: &[u8]) -> Result<()> {
         let i = self.index(t)?;
         let needs_tombstone = !self.view(i).segments.is_empty();
-        if let Some(m) = self.memtables.get_mut(i) {
-            if needs_tombstone {
-                m.insert(key, None, &mut self.writer.spare_chunks);
-            } else {
-                m.remove(key);
-            }
+        let Some(m) = self.memtables.get_mut(i) else {
+            return Ok(());
+        };
+        let before = m.heap_bytes();
+        if needs_tombstone {
+            m.insert(key, None, &mut self.writer.spare_chunks);
+        } else {
+            m.remove(key);
         }
-        Ok(())
+        self.account(i, before)
     }
 
     /// An unpositioned cursor over one table.
@@ -334,12 +449,14 @@ impl<'env> WriteTxn<'env> {
     pub fn cursor(&mut self, t: TableHandle) -> Result<Cursor<'_, 'env>> {
         let index = self.index(t)?;
         let iter = MergeIter::new(self.view(index).segments);
+        let spills = self.spills;
         Ok(Cursor {
             txn: self,
             index,
             state: State::Unpositioned,
             iter,
             value: None,
+            spills,
         })
     }
 
@@ -362,7 +479,12 @@ impl<'env> WriteTxn<'env> {
             &self.base,
             &self.new_tables,
             &self.memtables,
+            &self.runs,
+            &self.dead,
         )?;
+        // The runs are the new generation's segments now (or merged away by the commit).
+        self.runs.clear();
+        self.dead.clear();
         // The base version may hold the last references to the segments just merged away:
         // their files are closed on the environment's retiring thread, not here.
         let base = std::mem::replace(&mut self.base, self.env.current_version());
@@ -379,6 +501,20 @@ impl Drop for WriteTxn<'_> {
     /// (`WriterState::spare_chunks`); spares it did not use are freed, so what is kept is what
     /// the latest transaction needed.
     fn drop(&mut self) {
+        // Runs of a transaction that did not commit: uncommitted state, deleted from live/.
+        // (After a failed commit the environment is poisoned and the next open discards
+        // live/ anyway; a run the commit had already unlinked is not found, which is fine.)
+        let unused: Vec<Arc<Segment>> = self
+            .runs
+            .drain(..)
+            .flatten()
+            .chain(self.dead.drain(..))
+            .collect();
+        if let Err(e) = self.env.discard_runs(&unused) {
+            log::warn!(
+                "an aborted transaction's spilled runs stay in live/ until the next open: {e}"
+            );
+        }
         let mut kept = Vec::new();
         for m in &mut self.memtables {
             m.recycle_chunks(&mut kept);
@@ -407,11 +543,23 @@ pub struct Cursor<'txn, 'env> {
     iter: MergeIter,
     /// The value of the key in `state` when the step that reached it read it, until a write.
     value: Option<Vec<u8>>,
+    /// The transaction's spill count `iter` was made at: a spill since moved entries from the
+    /// memtable to a run `iter` does not read, so it is made again.
+    spills: u64,
 }
 
 impl Cursor<'_, '_> {
     fn view(&self) -> TableView<'_> {
         self.txn.view(self.index)
+    }
+
+    /// After a spill: a merge over the table's segments as they are now, unpositioned (the
+    /// callers seek it).
+    fn renew_iter(&mut self) {
+        if self.spills != self.txn.spills {
+            self.iter = MergeIter::new(self.txn.view(self.index).segments);
+            self.spills = self.txn.spills;
+        }
     }
 
     fn set(&mut self, key: Option<Vec<u8>>) -> Option<Vec<u8>> {
@@ -452,6 +600,7 @@ impl Cursor<'_, '_> {
     /// Replace `key` with the first live key after it (the next step if the merge stands right
     /// after it, else a seek); false at the end. On an error `key` is unchanged.
     fn advance_past(&mut self, key: &mut Vec<u8>) -> Result<bool> {
+        self.renew_iter();
         if !self.iter.is_after(key) {
             self.iter.seek(key, false)?;
         }
@@ -463,6 +612,7 @@ impl Cursor<'_, '_> {
     /// # Errors
     /// I/O or corruption.
     pub fn first_key(&mut self) -> Result<Option<Vec<u8>>> {
+        self.renew_iter();
         self.iter.rewind()?;
         let k = self.step()?;
         Ok(self.set(k))
@@ -514,6 +664,7 @@ impl Cursor<'_, '_> {
     /// # Errors
     /// I/O or corruption.
     pub fn seek(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.renew_iter();
         self.iter.seek(key, true)?;
         let k = self.step()?;
         Ok(self.set(k))

@@ -19,6 +19,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// The allocator of the whole process (the replay parent and its child alike): jemalloc, as
+/// Lighthouse links it, with feature `jemalloc` (on by default); glibc's malloc without it.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "slasher-bench", version, about)]
 struct Cli {

@@ -9,6 +9,11 @@ use butter_db::{Env, TableHandle};
 /// Keys of the crash workload's one table.
 pub const KEYS: u64 = 64;
 
+/// The child's write-transaction memory budget (`EnvBuilder::memtable_bytes`): small enough
+/// that a transaction writing a few values of a few KiB spills a sorted run to `live/` before
+/// its commit (design.md §2, "Spilling"), so kills also land in and after spills.
+pub const CHILD_MEMTABLE_BYTES: u64 = 16 << 10;
+
 /// The model: the table's contents after `n` transactions.
 pub fn model(n: u64) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
     let mut m = std::collections::BTreeMap::new();
@@ -56,7 +61,10 @@ pub fn committed(env: &Env, t: TableHandle) -> u64 {
 /// If `CRASH_CHILD_DIR` is unset or a step fails (the parent sees the child die).
 pub fn child_main() {
     let dir = std::env::var_os("CRASH_CHILD_DIR").expect("CRASH_CHILD_DIR");
-    let env = Env::open_path(PathBuf::from(dir)).expect("child open");
+    let env = Env::builder(PathBuf::from(dir))
+        .memtable_bytes(CHILD_MEMTABLE_BYTES)
+        .open()
+        .expect("child open");
     let t = table(&env);
     let mut i = committed(&env, t);
     let mut out = std::io::stdout();

@@ -15,7 +15,7 @@ use crate::adapter_workload::{self, CHILD_BACKEND};
 use crate::blockdev::{btrfs_check, make_btrfs_image, LoopDev, Mount};
 use crate::harness::{image_parent, Progress, WorkloadChild};
 use crate::lazy_disk::{CutMode, IoKind, LazyDisk};
-use crate::workload::{butter_apply, butter_state, Workload, SMALL_MERGES};
+use crate::workload::{butter_apply, butter_state, Workload, SMALL_MEMTABLE, SMALL_MERGES};
 
 /// Size of each cycle's btrfs image for butter_db.
 pub const IMAGE_BYTES: u64 = 256 << 20;
@@ -235,6 +235,7 @@ pub fn child_main() {
     let opened = Env::builder(PathBuf::from(&db))
         .compaction(Compaction::BackgroundWaited)
         .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
+        .memtable_bytes(SMALL_MEMTABLE)
         .open();
     let env = match opened {
         Ok(env) => env,

@@ -25,6 +25,11 @@ pub const TABLES: [(&str, u64); 4] = [(META, 1), ("alpha", 1), ("beta", 4), ("ga
 /// several jobs, so that the fault tiers sweep those paths too.
 pub const SMALL_MERGES: (u64, u64) = (2 << 10, 8 << 10);
 
+/// A write transaction's memory budget (`EnvBuilder::memtable_bytes`) small enough that the
+/// workload's transactions holding a 40 KiB value spill it to a sorted run in `live/` before
+/// they commit (design.md §2, "Spilling"), so the tiers sweep spilling transactions too.
+pub const SMALL_MEMTABLE: u64 = 16 << 10;
+
 /// Table name → key → value.
 pub type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 

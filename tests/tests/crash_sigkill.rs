@@ -158,6 +158,8 @@ fn abort_at_every_commit_fail_point() {
     };
     let points = [
         "merge::after_write",
+        "spill::before_write",
+        "spill::after_write",
         "commit::after_clone",
         "commit::after_segments",
         "commit::before_snapshot",
@@ -188,6 +190,8 @@ fn abort_at_every_commit_fail_point() {
                 );
             }
             let unsnapshotted = [
+                "spill::before_write",
+                "spill::after_write",
                 "commit::after_clone",
                 "commit::after_segments",
                 "commit::before_snapshot",

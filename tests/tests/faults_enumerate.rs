@@ -22,7 +22,7 @@ use std::time::Instant;
 use butter_db::fs::{FaultPlan, FaultTiming, FaultyFs};
 use butter_db::{Compaction, Env, Error};
 use butter_tests::harness::{btrfs_dir, remove_db_dir};
-use butter_tests::workload::{butter_apply, butter_state, Workload, SMALL_MERGES};
+use butter_tests::workload::{butter_apply, butter_state, Workload, SMALL_MEMTABLE, SMALL_MERGES};
 
 /// Transactions the faulty run attempts; the workload has two more for the reopen check.
 const TXNS: u64 = 14;
@@ -113,6 +113,7 @@ fn check_case(
     match Env::builder(dir)
         .compaction(Compaction::BackgroundWaited)
         .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
+        .memtable_bytes(SMALL_MEMTABLE)
         .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
         .open()
     {
@@ -187,13 +188,15 @@ fn fail_every_operation() {
     let env = Env::builder(&healthy)
         .compaction(Compaction::BackgroundWaited)
         .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
+        .memtable_bytes(SMALL_MEMTABLE)
         .open()
         .expect("open");
-    let (mut merges, mut most_files) = (0, 0);
+    let (mut merges, mut most_files, mut spilled) = (0, 0, 0);
     for i in 1..=TXNS {
         let info = butter_apply(&env, wl.txn(i)).expect("commit");
         merges += info.merges_installed;
         most_files = most_files.max(info.merge_files);
+        spilled += info.spilled_runs;
     }
     drop(env);
     remove_db_dir(&healthy);
@@ -202,6 +205,11 @@ fn fail_every_operation() {
          {most_files}"
     );
     assert!(merges > 0, "the workload makes no background merge");
+    println!("sorted runs spilled and installed by the healthy run: {spilled}");
+    assert!(
+        spilled > 0,
+        "no transaction of the workload spilled: spilling is not swept"
+    );
     assert!(
         most_files > 1,
         "no background merge wrote several partitions: the drain paths are not swept"

@@ -40,9 +40,18 @@ impl Env {
         base: &Version,
         new_tables: &[String],
         memtables: &[Memtable],
+        runs: &[Vec<Arc<Segment>>],
+        dead: &[Arc<Segment>],
     ) -> Result<CommitInfo> {
-        let mut r = self.commit_once(writer, base, new_tables, memtables);
-        if let Some(e) = r.as_ref().err().filter(|e| e.is_disk_full()) {
+        let mut r = self
+            .discard_runs(dead)
+            .and_then(|()| self.commit_once(writer, base, new_tables, memtables, runs));
+        let spilled = runs.iter().any(|r| !r.is_empty());
+        if let Some(e) = r.as_ref().err().filter(|e| e.is_disk_full() && spilled) {
+            // The retry starts live/ again from the base generation, which would delete the
+            // transaction's spilled runs with it.
+            log::warn!("{e}; not retrying: the transaction spilled runs to live/");
+        } else if let Some(e) = r.as_ref().err().filter(|e| e.is_disk_full()) {
             // Space held by deleted generations comes back only when btrfs's cleaner has
             // processed them: put live/ back to the committed state, let btrfs reclaim, and
             // try once more. (Not if the snapshot exists: undo_for_retry refuses.)
@@ -51,7 +60,7 @@ impl Env {
                  commit once"
             );
             match self.undo_for_retry(base.generation) {
-                Ok(()) => r = self.commit_once(writer, base, new_tables, memtables),
+                Ok(()) => r = self.commit_once(writer, base, new_tables, memtables, runs),
                 Err(e) => log::warn!("cannot retry the commit: {e}"),
             }
         }
@@ -68,11 +77,15 @@ impl Env {
         base: &Version,
         new_tables: &[String],
         memtables: &[Memtable],
+        runs: &[Vec<Arc<Segment>>],
     ) -> Result<CommitInfo> {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        if new_tables.is_empty() && memtables.iter().all(|m| m.is_empty()) {
+        if new_tables.is_empty()
+            && memtables.iter().all(|m| m.is_empty())
+            && runs.iter().all(Vec::is_empty)
+        {
             // Nothing to publish: the committed state is already durable.
             return Ok(CommitInfo {
                 generation: base.generation,
@@ -103,7 +116,7 @@ impl Env {
             },
         };
         self.step1_install_merge(writer, &mut draft)?;
-        self.step2_write_segments(writer, &mut draft, memtables)?;
+        self.step2_write_segments(writer, &mut draft, memtables, runs)?;
         fail_point("commit::after_segments");
         self.step3_write_manifest(writer, &mut draft)?;
         self.step4_unlink_retired(&draft)?;
@@ -145,18 +158,26 @@ impl Env {
         Ok(())
     }
 
-    /// Step 2: write each changed table's memtable (merged with some of its newest segments)
-    /// as one new segment file in live/, then wait for the new files' write-back (started as
-    /// each was written), so a write error fails this commit instead of vanishing inside the
-    /// snapshot.
+    /// Step 2: put each table's spilled runs (already in live/) on top of its segments, and
+    /// write each changed table's memtable (merged with some of its newest segments, runs
+    /// included) as one new segment file in live/; then wait for the new files' and the runs'
+    /// write-back (started as each was written), so a write error fails this commit instead
+    /// of vanishing inside the snapshot.
     fn step2_write_segments(
         &self,
         writer: &mut WriterState,
         draft: &mut Draft,
         memtables: &[Memtable],
+        runs: &[Vec<Arc<Segment>>],
     ) -> Result<()> {
         let mut written: Vec<PathBuf> = Vec::new();
+        let mut spilled: Vec<u64> = Vec::new();
         for (i, (table, mem)) in draft.tables.iter_mut().zip(memtables).enumerate() {
+            if let Some(runs) = runs.get(i).filter(|r| !r.is_empty()) {
+                spilled.extend(runs.iter().map(|s| s.seq));
+                draft.info.spilled_runs += runs.len();
+                table.segments.splice(0..0, runs.iter().cloned());
+            }
             if mem.is_empty() {
                 continue;
             }
@@ -218,6 +239,14 @@ impl Env {
                 order_disjoint_tail(&mut table.segments, |s| (&s.min_key, &s.max_key));
             }
         }
+        // The runs this commit installs as they are (the ones its merges took are unlinked in
+        // step 4) were written while the transaction ran: their write-back is waited for too.
+        spilled.retain(|seq| !draft.retired.iter().any(|s| s.seq == *seq));
+        written.extend(
+            spilled
+                .iter()
+                .map(|&seq| self.live.join(segment::file_name(seq))),
+        );
         let write_back_started = Instant::now();
         for path in &written {
             self.fs

@@ -3,9 +3,7 @@
 //! runs and installs them).
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use crate::error::Result;
 use crate::segment::Segment;
 
 /// A background merge writing `compact/<seq>.seg` files, one at a time.
@@ -15,7 +13,7 @@ pub(super) struct MergeJob {
     /// The first (newest) segment of the table the job reads: it and every older one stay
     /// out of the commits' merges until the job is swapped in.
     pub(super) first_input: u64,
-    pub(super) handle: JoinHandle<Result<Merged>>,
+    pub(super) handle: super::worker::Pending,
 }
 
 /// A drain of one table's upper segments (those above its partitions) into the partitions,

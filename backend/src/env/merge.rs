@@ -11,7 +11,6 @@ use crate::fs::Fs;
 use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
 use crate::segment::{self, key_cmp, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
-use crate::sys;
 
 use super::compaction::{self, Next, Shape};
 use super::job::{run_position, Drain, DrainStep, MergeJob, Merged, Output};
@@ -125,7 +124,8 @@ impl Env {
         ))
     }
 
-    /// Run `kind` on a background thread of low priority (nice [`sys::MERGE_NICE`]).
+    /// Run `kind` on the merge worker, a background thread of low priority (nice
+    /// [`crate::sys::MERGE_NICE`]).
     fn spawn(&self, writer: &mut WriterState, table: usize, kind: WorkKind) {
         let first_input = match &kind {
             WorkKind::Tiered(inputs) => inputs.first().map(|s| s.seq),
@@ -148,15 +148,8 @@ impl Env {
             kind,
         };
         writer.next_seq += seqs;
-        let spawned = std::thread::Builder::new()
-            .name("butter-merge".into())
-            .spawn(move || {
-                // A bounded share of a busy core, not only its idle time (design.md §7).
-                if let Err(e) = sys::set_current_thread_background() {
-                    log::warn!("merge thread keeps normal priority: {e}");
-                }
-                work.run()
-            });
+        // The environment's one merge thread (`worker.rs`), started at the first job.
+        let spawned = writer.worker.submit(move || work.run());
         match spawned {
             Ok(handle) => {
                 writer.merge = Some(MergeJob {

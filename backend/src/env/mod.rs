@@ -13,6 +13,8 @@ mod job;
 mod merge;
 mod recovery;
 mod retire;
+mod spill;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -92,6 +94,10 @@ pub struct CommitInfo {
     pub write_back_us: u64,
     /// Time spent in the snapshot ioctl (the durable commit point), in microseconds.
     pub snapshot_us: u64,
+    /// Sorted runs the transaction had spilled to `live/` and this commit installed (or
+    /// merged into the segment it wrote): 0 unless the transaction outgrew its memory budget
+    /// ([`EnvBuilder::memtable_bytes`]).
+    pub spilled_runs: usize,
     /// Background merges this commit swapped in (their files were written before the commit).
     pub merges_installed: usize,
     /// Bytes of the segments those merges wrote.
@@ -111,6 +117,8 @@ pub struct EnvBuilder {
     path: PathBuf,
     /// `None`: [`crate::memory::default_block_cache_bytes`] of the memory available at open.
     block_cache_bytes: Option<usize>,
+    /// `None`: [`crate::memory::default_memtable_bytes`] of the memory available at open.
+    memtable_bytes: Option<u64>,
     compaction: Compaction,
     group_access: bool,
     /// (partition bytes, drain job bytes), `compaction::PARTITION_BYTES` and
@@ -125,6 +133,7 @@ impl EnvBuilder {
         EnvBuilder {
             path: path.into(),
             block_cache_bytes: None,
+            memtable_bytes: None,
             compaction: Compaction::Background,
             group_access: false,
             merge_sizes: (compaction::PARTITION_BYTES, compaction::DRAIN_JOB_BYTES),
@@ -147,6 +156,18 @@ impl EnvBuilder {
     /// through the page cache, which the kernel can reclaim.
     pub fn block_cache_bytes(mut self, bytes: usize) -> Self {
         self.block_cache_bytes = Some(bytes);
+        self
+    }
+
+    /// Bytes a write transaction's uncommitted writes may hold in memory (its memtables, and
+    /// the value chunks kept for the next transaction) before it writes the largest of them
+    /// to a sorted run in `live/` and goes on (design.md §2, "Spilling"). The default is an
+    /// eighth of the memory available to the process when it opens the database, between
+    /// 4 MiB and 1 GiB ([`crate::memory::default_memtable_bytes`]). A transaction smaller
+    /// than this never spills. At least 16 KiB (tests use small budgets to make spills
+    /// cheap).
+    pub fn memtable_bytes(mut self, bytes: u64) -> Self {
+        self.memtable_bytes = Some(bytes.max(16 << 10));
         self
     }
 
@@ -239,6 +260,8 @@ pub(crate) struct WriterState {
     /// The last write transaction's memtable value chunks, emptied, for the next one
     /// (`Memtable::recycle_chunks`).
     pub(crate) spare_chunks: Vec<Vec<u8>>,
+    /// The thread background merges run on (`worker.rs`).
+    worker: worker::Worker,
 }
 
 /// An open database.
@@ -255,6 +278,8 @@ pub struct Env {
     compact: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
+    /// [`Env::memtable_budget`].
+    memtable_bytes: u64,
     compaction: Compaction,
     /// Bytes of the partitions drains write, and of the partitions one drain job takes.
     partition_bytes: u64,

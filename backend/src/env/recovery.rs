@@ -169,9 +169,13 @@ impl Env {
                 .map_err(|e| Error::io("delete subvolume", &live, e))?;
         }
         snapshot_when_space_allows(&*fs, &root, &newest_dir, &live)?;
+        let available = memory::available_bytes();
         let cache_bytes = b
             .block_cache_bytes
-            .unwrap_or_else(|| memory::default_block_cache_bytes(memory::available_bytes()));
+            .unwrap_or_else(|| memory::default_block_cache_bytes(available));
+        let memtable_bytes = b
+            .memtable_bytes
+            .unwrap_or_else(|| memory::default_memtable_bytes(available));
         let cache = Arc::new(BlockCache::new(cache_bytes));
         let mut tables = Vec::with_capacity(manifest.tables.len());
         for t in &manifest.tables {
@@ -204,6 +208,7 @@ impl Env {
             compact,
             fs,
             cache,
+            memtable_bytes,
             compaction: b.compaction,
             partition_bytes: b.merge_sizes.0,
             drain_job_bytes: b.merge_sizes.1,
@@ -215,6 +220,7 @@ impl Env {
                 merge: None,
                 drain: None,
                 spare_chunks: Vec::new(),
+                worker: super::worker::Worker::default(),
             }),
             current: RwLock::new(Arc::new(version)),
             pins: Mutex::new(BTreeMap::new()),

@@ -147,6 +147,14 @@ fn default_cache_is_an_eighth_of_what_is_available_within_bounds() {
 }
 
 #[test]
+fn default_memtable_budget_is_an_eighth_of_what_is_available_within_bounds() {
+    assert_eq!(default_memtable_bytes(Some(96 << 20)), 12 << 20);
+    assert_eq!(default_memtable_bytes(Some(16 << 20)), MIN_MEMTABLE_BYTES);
+    assert_eq!(default_memtable_bytes(Some(64 << 30)), MAX_MEMTABLE_BYTES);
+    assert_eq!(default_memtable_bytes(None), MAX_MEMTABLE_BYTES);
+}
+
+#[test]
 fn this_process_has_some_memory_available() {
     let ram = total_ram_bytes().expect("/proc/meminfo has MemTotal");
     let available = available_bytes().expect("known");
