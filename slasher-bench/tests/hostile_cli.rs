@@ -357,6 +357,69 @@ fn finding4_children_die_with_their_parent() {
     );
 }
 
+/// Issue 57, item 3: a child in a batch that runs for minutes (`--validator-chunk-size
+/// 4294967295`) whose parent is SIGKILLed must end within seconds, removing its database and
+/// its batch stream, not run on as an orphan.
+#[test]
+fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
+    let test = "issue57_item3_child_in_a_long_batch_dies_with_its_parent";
+    let Some(root) = btrfs_dir(test) else { return };
+    let work = btrfs_scratch(&root, "hostile-longbatch-");
+    let (db, out) = (work.path().join("db"), work.path().join("out"));
+    let args = butter_replay(&db, &out, &["--validator-chunk-size", "4294967295"]);
+    let log = fs::File::create(work.path().join("stderr.txt")).expect("log file");
+    let mut parent = bench(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start replay");
+    let stream = out.join(".child-butter.json.batches");
+    let mut child = None;
+    wait_until(
+        Duration::from_secs(120),
+        "the butter child to open its database and start its first batch",
+        || {
+            if let Ok(Some(status)) = parent.try_wait() {
+                panic!("replay ended early ({status})");
+            }
+            child = children_of(parent.id()).first().copied();
+            child.is_some() && stream.exists()
+        },
+    );
+    let child = child.expect("a child was seen");
+    // Well into the first batch, which takes minutes with this chunk size.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(alive(child), "the child ended before its parent was killed");
+    assert!(
+        !databases_in(&db).is_empty(),
+        "no database while the batch runs"
+    );
+    parent.kill().expect("SIGKILL the parent");
+    let _ = parent.wait();
+    let killed = Instant::now();
+    while alive(child) && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(child) {
+        // Not left running at full CPU after the test.
+        signal(child, "KILL");
+        panic!("the orphaned child in a long batch still ran 10 s after its parent was killed");
+    }
+    eprintln!(
+        "child gone {:.1} s after its parent",
+        killed.elapsed().as_secs_f64()
+    );
+    let _ = log_of(work.path());
+    assert!(databases_in(&db).is_empty(), "the orphan left its database");
+    let left: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".child-"))
+        .collect();
+    assert!(left.is_empty(), "the orphan left {left:?} in --out");
+}
+
 #[test]
 fn finding4_clean_removes_leftover_snapshots_as_their_unprivileged_owner() {
     let test = "finding4_clean_removes_leftover_snapshots";

@@ -42,6 +42,68 @@ pub(super) struct ChildJob<'a> {
     interrupt: Interrupt,
     /// Where each finished batch is streamed (`partial.rs`).
     stream: PathBuf,
+    /// The parent's pid, checked before each batch (`None`: no parent to watch).
+    parent: Option<u32>,
+}
+
+impl ChildJob<'_> {
+    /// Whether the parent this child was started by has died (the child is re-parented).
+    fn parent_gone(&self) -> bool {
+        self.parent
+            .is_some_and(|p| std::os::unix::process::parent_id() != p)
+    }
+}
+
+/// How often the watchdog looks for the parent.
+const PARENT_POLL: Duration = Duration::from_millis(200);
+/// How long an orphaned child lets its current batch end on its own (the batch loop stops,
+/// removes the database and exits) before the watchdog removes the database and ends it.
+const ORPHAN_GRACE: Duration = Duration::from_secs(2);
+
+/// What the child made and must not leave behind, shared with the watchdog.
+struct ChildFiles {
+    db_dir: DbDir,
+    stream: PathBuf,
+    /// Held by whichever of the main thread and the watchdog removes the files.
+    cleanup: std::sync::Mutex<()>,
+}
+
+impl ChildFiles {
+    /// Remove the database and the batch stream; errors are printed.
+    fn remove(&self) {
+        if let Err(e) = self.db_dir.remove() {
+            eprintln!("{}", crate::errors::chain_text(&e));
+        }
+        match std::fs::remove_file(&self.stream) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("removing {}: {e}", self.stream.display()),
+        }
+    }
+}
+
+/// Watch the parent: PR_SET_PDEATHSIG sets the interrupt flag when it dies, but a batch can
+/// run for hours and the second signal that would end the child never comes. Once the parent
+/// is gone this sets the flag (so the batch loop stops at its next check), gives the current
+/// batch [`ORPHAN_GRACE`], then removes the database and the stream and ends the process.
+fn watch_parent(parent: u32, interrupt: Interrupt, files: std::sync::Arc<ChildFiles>) {
+    std::thread::spawn(move || {
+        while std::os::unix::process::parent_id() == parent {
+            std::thread::sleep(PARENT_POLL);
+        }
+        interrupt.set_terminated();
+        std::thread::sleep(ORPHAN_GRACE);
+        // The main thread may be removing the files itself: then this waits, and the process
+        // ends when the main thread returns.
+        let _held = files.cleanup.lock();
+        eprintln!(
+            "the parent process {parent} is gone and the current batch has not ended: removing \
+             the database {} and stopping",
+            files.db_dir.path().display()
+        );
+        files.remove();
+        std::process::exit(143);
+    });
 }
 
 pub(super) struct ChildVisitor<'a>(&'a ChildJob<'a>);
@@ -71,6 +133,14 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
     let db_dir = DbDir::open(Path::new(&args.db_dir))
         .with_context(|| format!("opening the database directory {}", args.db_dir))?;
     let handle = db_dir.handle()?;
+    let files = std::sync::Arc::new(ChildFiles {
+        db_dir,
+        stream: batches_file(result_file),
+        cleanup: std::sync::Mutex::new(()),
+    });
+    if let Some(parent) = args.parent_pid {
+        watch_parent(parent, interrupt.clone(), std::sync::Arc::clone(&files));
+    }
     let db = DbDir::path_through(&handle);
     let fs = check_dir(*backend, &db)?;
     let job = ChildJob {
@@ -86,12 +156,19 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         fill_epochs: args.fill_epochs,
         interrupt,
         stream: batches_file(result_file),
+        parent: args.parent_pid,
     };
     let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
     let outcome = outcome.and_then(|r| r);
+    let _held = files.cleanup.lock();
+    if job.parent_gone() {
+        // Nobody will read a result: leave nothing behind, the stream included.
+        files.remove();
+        std::process::exit(143);
+    }
     if job.interrupt.is_set() {
         // Interrupted: leave nothing behind, read-only snapshots included.
-        if let Err(e) = db_dir.remove() {
+        if let Err(e) = files.db_dir.remove() {
             eprintln!("{}", crate::errors::chain_text(&e));
         }
     }
@@ -306,7 +383,7 @@ fn replay_batches<E: Environment>(
         .take(usize::try_from(limit).unwrap_or(usize::MAX))
         .enumerate()
     {
-        if job.interrupt.is_set() {
+        if job.interrupt.is_set() || job.parent_gone() {
             interrupted = true;
             break;
         }
