@@ -373,7 +373,12 @@ fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
         .stderr(log)
         .spawn()
         .expect("start replay");
-    let stream = out.join(".child-butter.json.batches");
+    let streaming = || {
+        fs::read_dir(&out).is_ok_and(|rd| {
+            rd.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().ends_with(".json.batches"))
+        })
+    };
     let mut child = None;
     wait_until(
         Duration::from_secs(120),
@@ -383,12 +388,17 @@ fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
                 panic!("replay ended early ({status})");
             }
             child = children_of(parent.id()).first().copied();
-            child.is_some() && stream.exists()
+            child.is_some() && streaming()
         },
     );
-    let child = child.expect("a child was seen");
-    // Well into the first batch, which takes minutes with this chunk size.
+    // Well into the first batch, which takes minutes with this chunk size. Short-lived
+    // probes come and go: the replay child is the one still there.
     std::thread::sleep(Duration::from_secs(2));
+    let child = children_of(parent.id())
+        .into_iter()
+        .find(|&pid| alive(pid))
+        .or(child)
+        .expect("a child was seen");
     assert!(alive(child), "the child ended before its parent was killed");
     assert!(
         !databases_in(&db).is_empty(),
@@ -1110,6 +1120,84 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
     assert!(
         tree_state(w).contains(&before[0]),
         "precious.txt changed: {before:?}"
+    );
+}
+
+/// Issue 57, item 2: user B, who can write A's sticky --out, keeps planting
+/// `.child-butter.json.batches` (the stream's old, predictable name) as a symlink to a file of
+/// A's during A's replay. The stream must never be created through it (A's file unchanged),
+/// and B's symlink is B's: not removed. A group-writable --out (B in the group) is refused
+/// before anything is created in it.
+#[test]
+fn issue57_item2_planted_stream_symlink_is_not_followed() {
+    let test = "issue57_item2_planted_stream_symlink";
+    let Some(work) = scratch_for_two_users(test, "hostile-stream-") else {
+        return;
+    };
+    let w = work.path();
+    let precious = w.join("precious.txt");
+    fs::write(&precious, b"A's own notes\n").unwrap();
+    let out = w.join("out");
+    fs::create_dir(&out).unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = out.join(".child-butter.json.batches");
+    let script = format!(
+        "while :; do ln -s {} {} 2>/dev/null; done",
+        p(&precious),
+        p(&planted)
+    );
+    let mut b = as_nobody("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start B's loop");
+    wait_until(Duration::from_secs(10), "B's first symlink", || {
+        fs::symlink_metadata(&planted).is_ok()
+    });
+    let args = butter_replay(&w.join("db"), &out, &["--batches", "3"]);
+    let done = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let _ = b.kill();
+    let _ = b.wait();
+    assert_eq!(
+        fs::read_to_string(&precious).unwrap(),
+        "A's own notes\n",
+        "the batch stream was written through B's symlink"
+    );
+    assert!(done.status.success(), "the replay failed");
+    assert!(
+        fs::symlink_metadata(&planted).is_ok_and(|m| m.file_type().is_symlink()),
+        "B's symlink was removed or replaced"
+    );
+    let left: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".child-") && n != ".child-butter.json.batches")
+        .collect();
+    assert!(left.is_empty(), "the run left {left:?} in --out");
+
+    // Group-writable, B's group, no sticky bit: refused, nothing created in it.
+    let group = w.join("group-out");
+    fs::create_dir(&group).unwrap();
+    std::os::unix::fs::chown(&group, None, Some(NOBODY)).unwrap();
+    fs::set_permissions(&group, fs::Permissions::from_mode(0o770)).unwrap();
+    let refused = run(&butter_replay(&w.join("db"), &group, &["--batches", "3"])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    assert!(
+        !refused.status.success(),
+        "a group-writable --out was accepted"
+    );
+    assert!(
+        stderr(&refused).contains("writable by other users"),
+        "no clear refusal: {}",
+        stderr(&refused)
+    );
+    assert!(
+        tree_state(&group).is_empty(),
+        "the refused --out was written to"
     );
 }
 

@@ -2,7 +2,7 @@
 
 use super::args::ReplayArgs;
 use super::dirs::{check_dir, parse_backends};
-use super::partial::{batches_file, BatchStream};
+use super::partial::{batches_name, BatchStream};
 use super::run_info::{durability_name, slasher_config};
 use super::settings::SlasherSettings;
 use super::summary::{check_expected, expected_within, summarise, BatchSlashings};
@@ -15,6 +15,7 @@ use crate::measure::{
     btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
     fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
 };
+use crate::outdir::OutDir;
 use crate::report::{
     BackendResult, BatchMerges, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
 };
@@ -40,8 +41,9 @@ pub(super) struct ChildJob<'a> {
     sample_every: Option<u64>,
     fill_epochs: Option<u64>,
     interrupt: Interrupt,
-    /// Where each finished batch is streamed (`partial.rs`).
-    stream: PathBuf,
+    /// The run's output directory and the database, held open (`partial.rs` streams each
+    /// finished batch into `files.stream` there).
+    files: &'a ChildFiles,
     /// The parent's pid, checked before each batch (`None`: no parent to watch).
     parent: Option<u32>,
 }
@@ -61,9 +63,11 @@ const PARENT_POLL: Duration = Duration::from_millis(200);
 const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 
 /// What the child made and must not leave behind, shared with the watchdog.
-struct ChildFiles {
+#[derive(Debug)]
+pub(super) struct ChildFiles {
     db_dir: DbDir,
-    stream: PathBuf,
+    out: OutDir,
+    stream: String,
     /// Held by whichever of the main thread and the watchdog removes the files.
     cleanup: std::sync::Mutex<()>,
 }
@@ -74,11 +78,7 @@ impl ChildFiles {
         if let Err(e) = self.db_dir.remove() {
             eprintln!("{}", crate::errors::chain_text(&e));
         }
-        match std::fs::remove_file(&self.stream) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => eprintln!("removing {}: {e}", self.stream.display()),
-        }
+        self.out.remove_own(&self.stream);
     }
 }
 
@@ -133,9 +133,15 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
     let db_dir = DbDir::open(Path::new(&args.db_dir))
         .with_context(|| format!("opening the database directory {}", args.db_dir))?;
     let handle = db_dir.handle()?;
+    let (out_path, result_name) = slasher_adapters::config::parent_and_name(result_file)?;
+    let result_name = result_name
+        .to_str()
+        .ok_or_else(|| anyhow!("{}: the name is not UTF-8", result_file.display()))?
+        .to_string();
     let files = std::sync::Arc::new(ChildFiles {
         db_dir,
-        stream: batches_file(result_file),
+        out: OutDir::open(out_path)?,
+        stream: batches_name(&result_name),
         cleanup: std::sync::Mutex::new(()),
     });
     if let Some(parent) = args.parent_pid {
@@ -155,7 +161,7 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         sample_every: args.sample_every,
         fill_epochs: args.fill_epochs,
         interrupt,
-        stream: batches_file(result_file),
+        files: &files,
         parent: args.parent_pid,
     };
     let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
@@ -173,7 +179,9 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         }
     }
     let result = outcome?;
-    crate::outdir::write_file(result_file, serde_json::to_vec(&result)?)?;
+    files
+        .out
+        .write(&result_name, &serde_json::to_vec(&result)?)?;
     Ok(())
 }
 
@@ -218,7 +226,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         // The run is measured from the filled state.
         before = Before::read(job)?;
     }
-    let mut stream = BatchStream::create(&job.stream, &head)?;
+    let mut stream = BatchStream::create(&job.files.out, &job.files.stream, &head)?;
     let bar = progress_bar(job.progress, limit, &opened.name);
     let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before, &mut stream)?;
     bar.finish();
