@@ -1123,6 +1123,77 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
     );
 }
 
+/// Issue 57, item 1: the replay's child is handed the database directory as an inherited
+/// descriptor. Here the parent's side is played by the test: it opens the run's directory,
+/// then user B (who can write the shared --db-dir) renames it away and puts a symlink to a
+/// canary directory of A's in its place, and only then does the child start. The child must
+/// build its database in the directory it was handed (now `moved-away`), and the canary must
+/// be unchanged.
+#[test]
+fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
+    use std::os::fd::AsRawFd as _;
+    let test = "issue57_item1_child_works_in_the_handed_down_directory";
+    let Some(work) = scratch_for_two_users(test, "hostile-dbfd-") else {
+        return;
+    };
+    let w = work.path();
+    let canary = w.join("canary");
+    fs::create_dir(&canary).unwrap();
+    fs::write(canary.join("notes.txt"), b"A's canary\n").unwrap();
+    let before = tree_state(&canary);
+    let shared = w.join("sb");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    let db = shared.join("slasher-bench-butter-1-1");
+    slasher_bench::clean::create_db_dir(&db, slasher_adapters::DatabaseBackend::Butter)
+        .expect("the run's database directory");
+    let handle = fs::File::open(&db).expect("a handle on it");
+    rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty()).unwrap();
+    let moved = shared.join("moved-away");
+    assert!(other_user("mv", &[p(&db), p(&moved)]).status.success());
+    assert!(other_user("ln", &["-s", p(&canary), p(&db)])
+        .status
+        .success());
+    let out = w.join("out");
+    fs::create_dir(&out).unwrap();
+    let fd = handle.as_raw_fd().to_string();
+    let result = out.join(".child-butter-test.json");
+    let done = run(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "butter",
+        "--no-progress",
+        "--batches",
+        "3",
+        "--db-dir",
+        p(&db),
+        "--db-dir-fd",
+        &fd,
+        "--child-result",
+        p(&result),
+    ]);
+    drop(handle);
+    assert_eq!(
+        tree_state(&canary),
+        before,
+        "the child wrote into B's symlink target"
+    );
+    assert!(done.status.success(), "the child failed: {}", stderr(&done));
+    let made: Vec<String> = fs::read_dir(&moved)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        made.iter().any(|n| n == "butter.id"),
+        "the database is not in the directory the child was handed: {made:?}"
+    );
+    fs::remove_file(&db).unwrap();
+    let _ = slasher_bench::clean::remove_db_dir(&moved);
+}
+
 /// Issue 57, item 2: user B, who can write A's sticky --out, keeps planting
 /// `.child-butter.json.batches` (the stream's old, predictable name) as a symlink to a file of
 /// A's during A's replay. The stream must never be created through it (A's file unchanged),

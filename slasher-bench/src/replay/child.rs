@@ -56,6 +56,37 @@ impl ChildJob<'_> {
     }
 }
 
+/// The database directory the parent made, reached through the descriptor it handed down
+/// (`--db-dir-fd`), and a [`DbDir`] for removing it, which refuses
+/// ([`crate::clean::DbReplaced`]) if the name no longer leads to that directory (another user
+/// swapped it). Without a descriptor (a child started by hand) the path is taken once.
+fn inherited_db_dir(args: &ReplayArgs) -> anyhow::Result<(DbDir, std::os::fd::OwnedFd)> {
+    let path = Path::new(&args.db_dir);
+    let Some(fd) = args.db_dir_fd else {
+        let db_dir = DbDir::open(path)
+            .with_context(|| format!("opening the database directory {}", path.display()))?;
+        let handle = db_dir.handle()?;
+        return Ok((db_dir, handle));
+    };
+    // The inherited descriptor, opened again through its /proc link: that follows the open
+    // file itself, not a name another user can change.
+    let handle = rustix::fs::open(
+        format!("/proc/self/fd/{fd}"),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .with_context(|| {
+        format!(
+            "the database directory {} handed down as descriptor {fd}",
+            path.display()
+        )
+    })?;
+    let st = rustix::fs::fstat(&handle)?;
+    let db_dir = DbDir::with_id(path, (st.st_dev, st.st_ino))
+        .with_context(|| format!("opening the parent of {}", path.display()))?;
+    Ok((db_dir, handle))
+}
+
 /// How often the watchdog looks for the parent.
 const PARENT_POLL: Duration = Duration::from_millis(200);
 /// How long an orphaned child lets its current batch end on its own (the batch loop stops,
@@ -130,9 +161,7 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
     };
     // Held open for the whole run: the backend reaches the database through this handle, so
     // its name cannot be swapped for a symlink under the run.
-    let db_dir = DbDir::open(Path::new(&args.db_dir))
-        .with_context(|| format!("opening the database directory {}", args.db_dir))?;
-    let handle = db_dir.handle()?;
+    let (db_dir, handle) = inherited_db_dir(args)?;
     let (out_path, result_name) = slasher_adapters::config::parent_and_name(result_file)?;
     let result_name = result_name
         .to_str()

@@ -12,6 +12,7 @@ use crate::interrupt::Interrupt;
 use crate::outdir::OutDir;
 use crate::report::{self, BackendResult, Failure, FixtureInfo, Report, Run, SlasherConfigInfo};
 use anyhow::{anyhow, bail, Context};
+use std::os::fd::AsRawFd as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -71,6 +72,7 @@ fn run_backend_child(
     args: &ReplayArgs,
     plan: &Plan,
     db: &Path,
+    db_dir: &DbDir,
     out: &OutDir,
     result_name: &str,
     batches: u64,
@@ -79,6 +81,13 @@ fn run_backend_child(
     let result_file = out.path().join(result_name);
     let errors = format!("{result_name}.error");
     let stream = batches_name(result_name);
+    // The database directory goes to the child as an inherited descriptor (the one handle
+    // on the directory this run made; the child never looks the path up to find it).
+    let handle = db_dir
+        .handle()
+        .with_context(|| format!("opening {}", db.display()))?;
+    rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty())
+        .context("handing the database directory to the child")?;
     let oom = OomWatch::start();
     let mut cmd = Command::new(exe);
     cmd.arg("replay")
@@ -88,6 +97,8 @@ fn run_backend_child(
         .arg(plan.backend.name())
         .arg("--db-dir")
         .arg(db)
+        .arg("--db-dir-fd")
+        .arg(handle.as_raw_fd().to_string())
         .arg("--child-result")
         .arg(&result_file)
         .arg("--parent-pid")
@@ -117,6 +128,7 @@ fn run_backend_child(
     let mut child = cmd
         .spawn()
         .with_context(|| format!("running {}", exe.display()))?;
+    drop(handle);
     let mut forwarded = false;
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for the child")? {
@@ -277,6 +289,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
             args,
             plan,
             &db,
+            &db_dir,
             &out_dir,
             &result_name,
             batches_replayed,
