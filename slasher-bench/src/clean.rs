@@ -126,6 +126,22 @@ impl DbDir {
         DbDir::at(db, parent, name)
     }
 
+    /// Take hold of `db` as the directory with identity `id` (device and inode) without
+    /// looking its name up now: a child handed the directory by its parent. Whatever the name
+    /// leads to later is refused ([`DbReplaced`]) unless it is that directory.
+    ///
+    /// # Errors
+    /// `db`'s parent cannot be opened.
+    pub fn with_id(db: &Path, id: (u64, u64)) -> std::io::Result<DbDir> {
+        let (parent, name) = open_parent(db)?;
+        Ok(DbDir {
+            path: db.to_path_buf(),
+            parent,
+            name: name.to_os_string(),
+            id,
+        })
+    }
+
     fn at(db: &Path, parent: OwnedFd, name: &OsStr) -> std::io::Result<DbDir> {
         let dir = rustix::fs::openat(&parent, name, DIR_FLAGS, Mode::empty())?;
         let st = rustix::fs::fstat(&dir)?;

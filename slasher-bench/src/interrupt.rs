@@ -73,13 +73,18 @@ impl Interrupt {
     pub fn die_with_parent(&self, parent_pid: u32) -> nix::Result<()> {
         nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)?;
         if std::os::unix::process::parent_id() != parent_pid {
-            self.signal.store(
-                usize::try_from(SIGTERM).unwrap_or_default(),
-                Ordering::SeqCst,
-            );
-            self.flag.store(true, Ordering::SeqCst);
+            self.set_terminated();
         }
         Ok(())
+    }
+
+    /// Set the flag as a SIGTERM would (the parent is gone).
+    pub fn set_terminated(&self) {
+        self.signal.store(
+            usize::try_from(SIGTERM).unwrap_or_default(),
+            Ordering::SeqCst,
+        );
+        self.flag.store(true, Ordering::SeqCst);
     }
 
     /// Whether a signal arrived.

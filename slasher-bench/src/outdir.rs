@@ -15,9 +15,26 @@ pub struct OutDir {
     dir: OwnedFd,
 }
 
-/// The write bit for others (`S_IWOTH`) and the sticky bit (`S_ISVTX`).
-const OTHERS_WRITE: u32 = 0o002;
+/// The write bits for the group and for others (`S_IWGRP | S_IWOTH`) and the sticky bit
+/// (`S_ISVTX`).
+const GROUP_OR_OTHERS_WRITE: u32 = 0o022;
 const STICKY: u32 = 0o1000;
+
+/// A name no other user can guess ahead: `prefix`, 16 random hex digits, `suffix`. The
+/// randomness is the standard library's per-process hash keys (from the OS's random source).
+pub fn unpredictable_name(prefix: &str, suffix: &str) -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("{prefix}{:016x}{suffix}", hasher.finish())
+}
+
+/// How many unpredictable names are tried before giving up on `EEXIST`.
+const NAME_TRIES: usize = 8;
 
 impl OutDir {
     /// Open the directory `dir`, which must exist and be safe to write reports in: owned by
@@ -45,11 +62,11 @@ impl OutDir {
                 st.st_uid
             );
         }
-        if st.st_mode & OTHERS_WRITE != 0 && st.st_mode & STICKY == 0 {
+        if st.st_mode & GROUP_OR_OTHERS_WRITE != 0 && st.st_mode & STICKY == 0 {
             bail!(
-                "{} is writable by every user and has no sticky bit (mode {:o}); another user \
-                 could replace the reports written there: give --out a directory of your own \
-                 (chmod o-w, or chmod +t)",
+                "{} is writable by other users (its group or everyone) and has no sticky bit \
+                 (mode {:o}); another user could replace the reports written there: give --out \
+                 a directory of your own (chmod go-w, or chmod +t)",
                 dir.display(),
                 st.st_mode & 0o7777
             );
@@ -73,8 +90,10 @@ impl OutDir {
     /// I/O errors (the temporary file is removed).
     pub fn write(&self, name: &str, data: &[u8]) -> anyhow::Result<PathBuf> {
         let path = self.path.join(name);
-        let tmp = format!(".{name}.{}.tmp", std::process::id());
-        let written = self.write_tmp(&tmp, data).and_then(|()| {
+        let (tmp, mut file) = self
+            .create_unpredictable(&format!(".{name}."), ".tmp")
+            .with_context(|| format!("writing {}", path.display()))?;
+        let written = file.write_all(data).and_then(|()| {
             rustix::fs::renameat(&self.dir, tmp.as_str(), &self.dir, name).map_err(Into::into)
         });
         if let Err(e) = written {
@@ -84,14 +103,74 @@ impl OutDir {
         Ok(path)
     }
 
-    fn write_tmp(&self, tmp: &str, data: &[u8]) -> std::io::Result<()> {
+    /// Create the new file `name` in the directory: `O_CREAT | O_EXCL | O_NOFOLLOW` relative
+    /// to the handle, so that nothing already there (a symlink another user planted
+    /// included) is opened, followed or truncated.
+    ///
+    /// # Errors
+    /// I/O errors (`AlreadyExists` if anything is at `name`).
+    pub fn create_new(&self, name: &str) -> std::io::Result<std::fs::File> {
         let fd = rustix::fs::openat(
             self.dir.as_fd(),
-            tmp,
+            name,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o644),
         )?;
-        std::fs::File::from(fd).write_all(data)
+        Ok(std::fs::File::from(fd))
+    }
+
+    /// [`OutDir::create_new`] under a name no other user can guess (`prefix`, random hex,
+    /// `suffix`); a name taken meanwhile is passed over for another. Returns the name.
+    ///
+    /// # Errors
+    /// I/O errors; every name tried was taken.
+    pub fn create_unpredictable(
+        &self,
+        prefix: &str,
+        suffix: &str,
+    ) -> std::io::Result<(String, std::fs::File)> {
+        let mut last = None;
+        for _ in 0..NAME_TRIES {
+            let name = unpredictable_name(prefix, suffix);
+            match self.create_new(&name) {
+                Ok(file) => return Ok((name, file)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+    }
+
+    /// The contents of `name` if it is a regular file this user owns (opened without
+    /// following a symlink and without blocking on a FIFO); `None` otherwise.
+    pub fn read_own(&self, name: &str) -> Option<Vec<u8>> {
+        let fd = rustix::fs::openat(
+            self.dir.as_fd(),
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let st = rustix::fs::fstat(&fd).ok()?;
+        let regular = rustix::fs::FileType::from_raw_mode(st.st_mode).is_file();
+        if !regular || st.st_uid != rustix::process::geteuid().as_raw() {
+            return None;
+        }
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data).ok()?;
+        Some(data)
+    }
+
+    /// Unlink `name` (relative to the handle; a symlink is removed, never followed) if it is
+    /// a regular file this user owns; anything else is left alone.
+    pub fn remove_own(&self, name: &str) {
+        let own = rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode).is_file()
+                && st.st_uid == rustix::process::geteuid().as_raw()
+        });
+        if own {
+            let _ = rustix::fs::unlinkat(&self.dir, name, AtFlags::empty());
+        }
     }
 }
 

@@ -92,5 +92,6 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
         settings: args.settings,
         child_result: None,
         parent_pid: None,
+        db_dir_fd: None,
     })
 }

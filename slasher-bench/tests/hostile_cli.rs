@@ -357,6 +357,79 @@ fn finding4_children_die_with_their_parent() {
     );
 }
 
+/// Issue 57, item 3: a child in a batch that runs for minutes (`--validator-chunk-size
+/// 4294967295`) whose parent is SIGKILLed must end within seconds, removing its database and
+/// its batch stream, not run on as an orphan.
+#[test]
+fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
+    let test = "issue57_item3_child_in_a_long_batch_dies_with_its_parent";
+    let Some(root) = btrfs_dir(test) else { return };
+    let work = btrfs_scratch(&root, "hostile-longbatch-");
+    let (db, out) = (work.path().join("db"), work.path().join("out"));
+    let args = butter_replay(&db, &out, &["--validator-chunk-size", "4294967295"]);
+    let log = fs::File::create(work.path().join("stderr.txt")).expect("log file");
+    let mut parent = bench(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start replay");
+    let streaming = || {
+        fs::read_dir(&out).is_ok_and(|rd| {
+            rd.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().ends_with(".json.batches"))
+        })
+    };
+    let mut child = None;
+    wait_until(
+        Duration::from_secs(120),
+        "the butter child to open its database and start its first batch",
+        || {
+            if let Ok(Some(status)) = parent.try_wait() {
+                panic!("replay ended early ({status})");
+            }
+            child = children_of(parent.id()).first().copied();
+            child.is_some() && streaming()
+        },
+    );
+    // Well into the first batch, which takes minutes with this chunk size. Short-lived
+    // probes come and go: the replay child is the one still there.
+    std::thread::sleep(Duration::from_secs(2));
+    let child = children_of(parent.id())
+        .into_iter()
+        .find(|&pid| alive(pid))
+        .or(child)
+        .expect("a child was seen");
+    assert!(alive(child), "the child ended before its parent was killed");
+    assert!(
+        !databases_in(&db).is_empty(),
+        "no database while the batch runs"
+    );
+    parent.kill().expect("SIGKILL the parent");
+    let _ = parent.wait();
+    let killed = Instant::now();
+    while alive(child) && killed.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(child) {
+        // Not left running at full CPU after the test.
+        signal(child, "KILL");
+        panic!("the orphaned child in a long batch still ran 10 s after its parent was killed");
+    }
+    eprintln!(
+        "child gone {:.1} s after its parent",
+        killed.elapsed().as_secs_f64()
+    );
+    let _ = log_of(work.path());
+    assert!(databases_in(&db).is_empty(), "the orphan left its database");
+    let left: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".child-"))
+        .collect();
+    assert!(left.is_empty(), "the orphan left {left:?} in --out");
+}
+
 #[test]
 fn finding4_clean_removes_leftover_snapshots_as_their_unprivileged_owner() {
     let test = "finding4_clean_removes_leftover_snapshots";
@@ -1047,6 +1120,155 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
     assert!(
         tree_state(w).contains(&before[0]),
         "precious.txt changed: {before:?}"
+    );
+}
+
+/// Issue 57, item 1: the replay's child is handed the database directory as an inherited
+/// descriptor. Here the parent's side is played by the test: it opens the run's directory,
+/// then user B (who can write the shared --db-dir) renames it away and puts a symlink to a
+/// canary directory of A's in its place, and only then does the child start. The child must
+/// build its database in the directory it was handed (now `moved-away`), and the canary must
+/// be unchanged.
+#[test]
+fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
+    use std::os::fd::AsRawFd as _;
+    let test = "issue57_item1_child_works_in_the_handed_down_directory";
+    let Some(work) = scratch_for_two_users(test, "hostile-dbfd-") else {
+        return;
+    };
+    let w = work.path();
+    let canary = w.join("canary");
+    fs::create_dir(&canary).unwrap();
+    fs::write(canary.join("notes.txt"), b"A's canary\n").unwrap();
+    let before = tree_state(&canary);
+    let shared = w.join("sb");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    let db = shared.join("slasher-bench-butter-1-1");
+    slasher_bench::clean::create_db_dir(&db, slasher_adapters::DatabaseBackend::Butter)
+        .expect("the run's database directory");
+    let handle = fs::File::open(&db).expect("a handle on it");
+    rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty()).unwrap();
+    let moved = shared.join("moved-away");
+    assert!(other_user("mv", &[p(&db), p(&moved)]).status.success());
+    assert!(other_user("ln", &["-s", p(&canary), p(&db)])
+        .status
+        .success());
+    let out = w.join("out");
+    fs::create_dir(&out).unwrap();
+    let fd = handle.as_raw_fd().to_string();
+    let result = out.join(".child-butter-test.json");
+    let done = run(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "butter",
+        "--no-progress",
+        "--batches",
+        "3",
+        "--db-dir",
+        p(&db),
+        "--db-dir-fd",
+        &fd,
+        "--child-result",
+        p(&result),
+    ]);
+    drop(handle);
+    assert_eq!(
+        tree_state(&canary),
+        before,
+        "the child wrote into B's symlink target"
+    );
+    assert!(done.status.success(), "the child failed: {}", stderr(&done));
+    let made: Vec<String> = fs::read_dir(&moved)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        made.iter().any(|n| n == "butter.id"),
+        "the database is not in the directory the child was handed: {made:?}"
+    );
+    fs::remove_file(&db).unwrap();
+    let _ = slasher_bench::clean::remove_db_dir(&moved);
+}
+
+/// Issue 57, item 2: user B, who can write A's sticky --out, keeps planting
+/// `.child-butter.json.batches` (the stream's old, predictable name) as a symlink to a file of
+/// A's during A's replay. The stream must never be created through it (A's file unchanged),
+/// and B's symlink is B's: not removed. A group-writable --out (B in the group) is refused
+/// before anything is created in it.
+#[test]
+fn issue57_item2_planted_stream_symlink_is_not_followed() {
+    let test = "issue57_item2_planted_stream_symlink";
+    let Some(work) = scratch_for_two_users(test, "hostile-stream-") else {
+        return;
+    };
+    let w = work.path();
+    let precious = w.join("precious.txt");
+    fs::write(&precious, b"A's own notes\n").unwrap();
+    let out = w.join("out");
+    fs::create_dir(&out).unwrap();
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = out.join(".child-butter.json.batches");
+    let script = format!(
+        "while :; do ln -s {} {} 2>/dev/null; done",
+        p(&precious),
+        p(&planted)
+    );
+    let mut b = as_nobody("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start B's loop");
+    wait_until(Duration::from_secs(10), "B's first symlink", || {
+        fs::symlink_metadata(&planted).is_ok()
+    });
+    let args = butter_replay(&w.join("db"), &out, &["--batches", "3"]);
+    let done = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let _ = b.kill();
+    let _ = b.wait();
+    assert_eq!(
+        fs::read_to_string(&precious).unwrap(),
+        "A's own notes\n",
+        "the batch stream was written through B's symlink"
+    );
+    assert!(done.status.success(), "the replay failed");
+    assert!(
+        fs::symlink_metadata(&planted).is_ok_and(|m| m.file_type().is_symlink()),
+        "B's symlink was removed or replaced"
+    );
+    let left: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".child-") && n != ".child-butter.json.batches")
+        .collect();
+    assert!(left.is_empty(), "the run left {left:?} in --out");
+
+    // Group-writable, B's group, no sticky bit: refused, nothing created in it.
+    let group = w.join("group-out");
+    fs::create_dir(&group).unwrap();
+    std::os::unix::fs::chown(&group, None, Some(NOBODY)).unwrap();
+    fs::set_permissions(&group, fs::Permissions::from_mode(0o770)).unwrap();
+    let refused = run(&butter_replay(&w.join("db"), &group, &["--batches", "3"])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
+    assert!(
+        !refused.status.success(),
+        "a group-writable --out was accepted"
+    );
+    assert!(
+        stderr(&refused).contains("writable by other users"),
+        "no clear refusal: {}",
+        stderr(&refused)
+    );
+    assert!(
+        tree_state(&group).is_empty(),
+        "the refused --out was written to"
     );
 }
 

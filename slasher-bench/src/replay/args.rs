@@ -61,4 +61,9 @@ pub struct ReplayArgs {
     /// Internal: the parent's pid (the child dies with it).
     #[arg(long, hide = true)]
     pub parent_pid: Option<u32>,
+    /// Internal: the database directory as a descriptor the parent opened and the child
+    /// inherited; the child reaches the directory through it and never looks `--db-dir` up
+    /// to find it.
+    #[arg(long, hide = true)]
+    pub db_dir_fd: Option<i32>,
 }

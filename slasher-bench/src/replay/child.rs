@@ -2,7 +2,7 @@
 
 use super::args::ReplayArgs;
 use super::dirs::{check_dir, parse_backends};
-use super::partial::{batches_file, BatchStream};
+use super::partial::{batches_name, BatchStream};
 use super::run_info::{durability_name, slasher_config};
 use super::settings::SlasherSettings;
 use super::summary::{check_expected, expected_within, summarise, BatchSlashings};
@@ -15,6 +15,7 @@ use crate::measure::{
     btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
     fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
 };
+use crate::outdir::OutDir;
 use crate::report::{
     BackendResult, BatchMerges, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
 };
@@ -40,8 +41,100 @@ pub(super) struct ChildJob<'a> {
     sample_every: Option<u64>,
     fill_epochs: Option<u64>,
     interrupt: Interrupt,
-    /// Where each finished batch is streamed (`partial.rs`).
-    stream: PathBuf,
+    /// The run's output directory and the database, held open (`partial.rs` streams each
+    /// finished batch into `files.stream` there).
+    files: &'a ChildFiles,
+    /// The parent's pid, checked before each batch (`None`: no parent to watch).
+    parent: Option<u32>,
+}
+
+impl ChildJob<'_> {
+    /// Whether the parent this child was started by has died (the child is re-parented).
+    fn parent_gone(&self) -> bool {
+        self.parent
+            .is_some_and(|p| std::os::unix::process::parent_id() != p)
+    }
+}
+
+/// The database directory the parent made, reached through the descriptor it handed down
+/// (`--db-dir-fd`), and a [`DbDir`] for removing it, which refuses
+/// ([`crate::clean::DbReplaced`]) if the name no longer leads to that directory (another user
+/// swapped it). Without a descriptor (a child started by hand) the path is taken once.
+fn inherited_db_dir(args: &ReplayArgs) -> anyhow::Result<(DbDir, std::os::fd::OwnedFd)> {
+    let path = Path::new(&args.db_dir);
+    let Some(fd) = args.db_dir_fd else {
+        let db_dir = DbDir::open(path)
+            .with_context(|| format!("opening the database directory {}", path.display()))?;
+        let handle = db_dir.handle()?;
+        return Ok((db_dir, handle));
+    };
+    // The inherited descriptor, opened again through its /proc link: that follows the open
+    // file itself, not a name another user can change.
+    let handle = rustix::fs::open(
+        format!("/proc/self/fd/{fd}"),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .with_context(|| {
+        format!(
+            "the database directory {} handed down as descriptor {fd}",
+            path.display()
+        )
+    })?;
+    let st = rustix::fs::fstat(&handle)?;
+    let db_dir = DbDir::with_id(path, (st.st_dev, st.st_ino))
+        .with_context(|| format!("opening the parent of {}", path.display()))?;
+    Ok((db_dir, handle))
+}
+
+/// How often the watchdog looks for the parent.
+const PARENT_POLL: Duration = Duration::from_millis(200);
+/// How long an orphaned child lets its current batch end on its own (the batch loop stops,
+/// removes the database and exits) before the watchdog removes the database and ends it.
+const ORPHAN_GRACE: Duration = Duration::from_secs(2);
+
+/// What the child made and must not leave behind, shared with the watchdog.
+#[derive(Debug)]
+pub(super) struct ChildFiles {
+    db_dir: DbDir,
+    out: OutDir,
+    stream: String,
+    /// Held by whichever of the main thread and the watchdog removes the files.
+    cleanup: std::sync::Mutex<()>,
+}
+
+impl ChildFiles {
+    /// Remove the database and the batch stream; errors are printed.
+    fn remove(&self) {
+        if let Err(e) = self.db_dir.remove() {
+            eprintln!("{}", crate::errors::chain_text(&e));
+        }
+        self.out.remove_own(&self.stream);
+    }
+}
+
+/// Watch the parent: PR_SET_PDEATHSIG sets the interrupt flag when it dies, but a batch can
+/// run for hours and the second signal that would end the child never comes. Once the parent
+/// is gone this sets the flag (so the batch loop stops at its next check), gives the current
+/// batch [`ORPHAN_GRACE`], then removes the database and the stream and ends the process.
+fn watch_parent(parent: u32, interrupt: Interrupt, files: std::sync::Arc<ChildFiles>) {
+    std::thread::spawn(move || {
+        while std::os::unix::process::parent_id() == parent {
+            std::thread::sleep(PARENT_POLL);
+        }
+        interrupt.set_terminated();
+        std::thread::sleep(ORPHAN_GRACE);
+        // The main thread may be removing the files itself: then this waits, and the process
+        // ends when the main thread returns.
+        let _held = files.cleanup.lock();
+        eprintln!(
+            "the parent process {parent} is gone and the current batch has not ended: removing \
+             the database {} and stopping",
+            files.db_dir.path().display()
+        );
+        files.remove();
+        std::process::exit(143);
+    });
 }
 
 pub(super) struct ChildVisitor<'a>(&'a ChildJob<'a>);
@@ -68,9 +161,21 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
     };
     // Held open for the whole run: the backend reaches the database through this handle, so
     // its name cannot be swapped for a symlink under the run.
-    let db_dir = DbDir::open(Path::new(&args.db_dir))
-        .with_context(|| format!("opening the database directory {}", args.db_dir))?;
-    let handle = db_dir.handle()?;
+    let (db_dir, handle) = inherited_db_dir(args)?;
+    let (out_path, result_name) = slasher_adapters::config::parent_and_name(result_file)?;
+    let result_name = result_name
+        .to_str()
+        .ok_or_else(|| anyhow!("{}: the name is not UTF-8", result_file.display()))?
+        .to_string();
+    let files = std::sync::Arc::new(ChildFiles {
+        db_dir,
+        out: OutDir::open(out_path)?,
+        stream: batches_name(&result_name),
+        cleanup: std::sync::Mutex::new(()),
+    });
+    if let Some(parent) = args.parent_pid {
+        watch_parent(parent, interrupt.clone(), std::sync::Arc::clone(&files));
+    }
     let db = DbDir::path_through(&handle);
     let fs = check_dir(*backend, &db)?;
     let job = ChildJob {
@@ -85,18 +190,27 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         sample_every: args.sample_every,
         fill_epochs: args.fill_epochs,
         interrupt,
-        stream: batches_file(result_file),
+        files: &files,
+        parent: args.parent_pid,
     };
     let outcome = with_backend(*backend, ChildVisitor(&job)).map_err(anyhow::Error::from);
     let outcome = outcome.and_then(|r| r);
+    let _held = files.cleanup.lock();
+    if job.parent_gone() {
+        // Nobody will read a result: leave nothing behind, the stream included.
+        files.remove();
+        std::process::exit(143);
+    }
     if job.interrupt.is_set() {
         // Interrupted: leave nothing behind, read-only snapshots included.
-        if let Err(e) = db_dir.remove() {
+        if let Err(e) = files.db_dir.remove() {
             eprintln!("{}", crate::errors::chain_text(&e));
         }
     }
     let result = outcome?;
-    crate::outdir::write_file(result_file, serde_json::to_vec(&result)?)?;
+    files
+        .out
+        .write(&result_name, &serde_json::to_vec(&result)?)?;
     Ok(())
 }
 
@@ -141,7 +255,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         // The run is measured from the filled state.
         before = Before::read(job)?;
     }
-    let mut stream = BatchStream::create(&job.stream, &head)?;
+    let mut stream = BatchStream::create(&job.files.out, &job.files.stream, &head)?;
     let bar = progress_bar(job.progress, limit, &opened.name);
     let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before, &mut stream)?;
     bar.finish();
@@ -306,7 +420,7 @@ fn replay_batches<E: Environment>(
         .take(usize::try_from(limit).unwrap_or(usize::MAX))
         .enumerate()
     {
-        if job.interrupt.is_set() {
+        if job.interrupt.is_set() || job.parent_gone() {
             interrupted = true;
             break;
         }

@@ -110,9 +110,9 @@ pub(super) fn prepare_dirs(
     out: &Path,
     backends: &[DatabaseBackend],
     dirs: &BTreeMap<DatabaseBackend, PathBuf>,
-) -> anyhow::Result<Vec<Plan>> {
+) -> anyhow::Result<(crate::outdir::OutDir, Vec<Plan>)> {
     ensure_writable_dir("--out", out)?;
-    crate::outdir::OutDir::open(out)?;
+    let out_dir = crate::outdir::OutDir::open(out)?;
     let mut plans = Vec::new();
     for backend in backends {
         let root = dirs.get(backend).cloned().unwrap_or_default();
@@ -140,7 +140,7 @@ pub(super) fn prepare_dirs(
             );
         }
     }
-    Ok(plans)
+    Ok((out_dir, plans))
 }
 
 /// One backend to run and where.

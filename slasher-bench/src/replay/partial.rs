@@ -10,6 +10,7 @@
 //! and `batches.csv` keep the batches up to the child's death and the gate compares them.
 
 use crate::measure::Summary;
+use crate::outdir::OutDir;
 use crate::report::{BackendResult, BatchRecord};
 use anyhow::Context;
 use butter_db::memory::MemoryCgroup;
@@ -17,10 +18,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Where a child streams its batches: the result file's name with `.batches` appended.
-pub(super) fn batches_file(result_file: &Path) -> PathBuf {
-    let mut name = result_file.as_os_str().to_owned();
-    name.push(".batches");
-    PathBuf::from(name)
+pub(super) fn batches_name(result_name: &str) -> String {
+    format!("{result_name}.batches")
 }
 
 /// The child's end of the stream.
@@ -31,14 +30,19 @@ pub(super) struct BatchStream {
 }
 
 impl BatchStream {
-    /// Start the stream at `path` (replacing what is there) with the row's `head`.
-    pub(super) fn create(path: &Path, head: &BackendResult) -> anyhow::Result<BatchStream> {
-        let file =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let mut stream = BatchStream {
-            file,
-            path: path.to_path_buf(),
-        };
+    /// Start the stream as the new file `name` in `out` with the row's `head`: created with
+    /// `O_CREAT | O_EXCL | O_NOFOLLOW` relative to the directory's handle, so that a file or
+    /// symlink someone put by that name fails the run instead of being truncated or followed.
+    pub(super) fn create(
+        out: &OutDir,
+        name: &str,
+        head: &BackendResult,
+    ) -> anyhow::Result<BatchStream> {
+        let path = out.path().join(name);
+        let file = out
+            .create_new(name)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let mut stream = BatchStream { file, path };
         stream.line(head)?;
         Ok(stream)
     }
@@ -59,8 +63,13 @@ impl BatchStream {
 
 /// The row a dead child streamed to `path`, marked interrupted, its summaries computed from
 /// the batches it finished; `None` if it finished none (or streamed nothing readable).
+#[cfg(test)]
 pub(super) fn partial_row(path: &Path) -> Option<BackendResult> {
-    let text = std::fs::read_to_string(path).ok()?;
+    partial_row_of(&std::fs::read_to_string(path).ok()?)
+}
+
+/// [`partial_row`] of the stream's text.
+pub(super) fn partial_row_of(text: &str) -> Option<BackendResult> {
     let mut lines = text.lines();
     let mut row: BackendResult = serde_json::from_str(lines.next()?).ok()?;
     // A torn last line (the child died while writing it) ends the batches.

@@ -3,14 +3,16 @@
 use super::args::ReplayArgs;
 use super::child::run_child;
 use super::dirs::{parse_backends, parse_db_dirs, prepare_dirs, Plan};
-use super::partial::{batches_file, partial_row, OomWatch};
+use super::partial::{batches_name, partial_row_of, OomWatch};
 use super::run_info::{durability_name, measurement_notes, print_header, slasher_config};
 use crate::clean::{db_name, DbDir, DbReplaced};
 use crate::environment::{Build, Machine};
 use crate::fixture::FixtureReader;
 use crate::interrupt::Interrupt;
+use crate::outdir::OutDir;
 use crate::report::{self, BackendResult, Failure, FixtureInfo, Report, Run, SlasherConfigInfo};
 use anyhow::{anyhow, bail, Context};
+use std::os::fd::AsRawFd as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -61,20 +63,31 @@ enum ChildOutcome {
 }
 
 /// Run one backend's child and wait for it, forwarding SIGINT/SIGTERM to it.
+/// The child's files are named in `out` under `result_name` (a name no other user can guess,
+/// so nothing is there to remove first), read and removed through `out`'s handle, never
+/// through a symlink, and only if they are regular files of this user.
+#[allow(clippy::too_many_arguments)]
 fn run_backend_child(
     exe: &Path,
     args: &ReplayArgs,
     plan: &Plan,
     db: &Path,
-    result_file: &Path,
+    db_dir: &DbDir,
+    out: &OutDir,
+    result_name: &str,
     batches: u64,
     interrupt: &Interrupt,
 ) -> anyhow::Result<ChildOutcome> {
-    let errors = error_file(result_file);
-    let stream = batches_file(result_file);
-    let _ = std::fs::remove_file(result_file);
-    let _ = std::fs::remove_file(&errors);
-    let _ = std::fs::remove_file(&stream);
+    let result_file = out.path().join(result_name);
+    let errors = format!("{result_name}.error");
+    let stream = batches_name(result_name);
+    // The database directory goes to the child as an inherited descriptor (the one handle
+    // on the directory this run made; the child never looks the path up to find it).
+    let handle = db_dir
+        .handle()
+        .with_context(|| format!("opening {}", db.display()))?;
+    rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty())
+        .context("handing the database directory to the child")?;
     let oom = OomWatch::start();
     let mut cmd = Command::new(exe);
     cmd.arg("replay")
@@ -84,8 +97,10 @@ fn run_backend_child(
         .arg(plan.backend.name())
         .arg("--db-dir")
         .arg(db)
+        .arg("--db-dir-fd")
+        .arg(handle.as_raw_fd().to_string())
         .arg("--child-result")
-        .arg(result_file)
+        .arg(&result_file)
         .arg("--parent-pid")
         .arg(std::process::id().to_string())
         .arg("--batches")
@@ -113,6 +128,7 @@ fn run_backend_child(
     let mut child = cmd
         .spawn()
         .with_context(|| format!("running {}", exe.display()))?;
+    drop(handle);
     let mut forwarded = false;
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for the child")? {
@@ -133,7 +149,9 @@ fn run_backend_child(
         std::thread::sleep(Duration::from_millis(50));
     };
     let read_result = || -> anyhow::Result<BackendResult> {
-        let bytes = std::fs::read(result_file)?;
+        let bytes = out
+            .read_own(result_name)
+            .ok_or_else(|| anyhow!("the child wrote no result file of this user's"))?;
         Ok(serde_json::from_slice(&bytes)?)
     };
     let outcome = if status.success() {
@@ -149,8 +167,9 @@ fn run_backend_child(
             ),
         }
     } else {
-        let reason = std::fs::read_to_string(&errors)
-            .ok()
+        let reason = out
+            .read_own(&errors)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string())
             .or_else(|| oom_killed(&status, oom.as_ref()))
@@ -160,12 +179,14 @@ fn run_backend_child(
                 "the {} child process failed ({status}): {reason}",
                 plan.backend
             ),
-            partial_row(&stream).map(Box::new),
+            out.read_own(&stream)
+                .and_then(|b| partial_row_of(&String::from_utf8_lossy(&b)))
+                .map(Box::new),
         )
     };
-    let _ = std::fs::remove_file(result_file);
-    let _ = std::fs::remove_file(&errors);
-    let _ = std::fs::remove_file(&stream);
+    for name in [result_name, &errors, &stream] {
+        out.remove_own(name);
+    }
     Ok(outcome)
 }
 
@@ -195,7 +216,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     // then every directory, before the fixture is read through or anything runs.
     let reader = FixtureReader::open(&args.fixture)
         .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
-    let plans = prepare_dirs(&out, &backends, &dirs)?;
+    let (out_dir, plans) = prepare_dirs(&out, &backends, &dirs)?;
 
     let manifest = reader.manifest().clone();
     eprintln!("checking fixture {} ...", args.fixture.display());
@@ -260,14 +281,17 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         }
         let db_dir = DbDir::create(&db, plan.backend)
             .with_context(|| format!("creating the database directory {}", db.display()))?;
-        let result_file = out.join(format!(".child-{}.json", plan.backend));
+        let result_name =
+            crate::outdir::unpredictable_name(&format!(".child-{}-", plan.backend), ".json");
         eprintln!("== {} in {}", plan.backend, db.display());
         let outcome = run_backend_child(
             exe,
             args,
             plan,
             &db,
-            &result_file,
+            &db_dir,
+            &out_dir,
+            &result_name,
             batches_replayed,
             &interrupt,
         );

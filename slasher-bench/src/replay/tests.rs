@@ -1,7 +1,7 @@
 //! Unit tests of the replay's parsing and summaries.
 
 use super::dirs::parse_db_dirs;
-use super::partial::{batches_file, oom_reason, partial_row, BatchStream};
+use super::partial::{batches_name, oom_reason, partial_row, BatchStream};
 use super::summary::{summarise, BatchSlashings};
 use crate::report::{BackendResult, BatchRecord};
 use slasher_adapters::slasher::{AttesterSlashing, IndexedAttestation, ProposerSlashing};
@@ -178,7 +178,7 @@ mod canonical {
 #[test]
 fn a_dead_childs_stream_becomes_a_partial_row() {
     let dir = tempfile::tempdir().unwrap();
-    let path = batches_file(&dir.path().join(".child-butter.json"));
+    let path = dir.path().join(batches_name(".child-butter.json"));
     assert!(path
         .to_string_lossy()
         .ends_with(".child-butter.json.batches"));
@@ -189,7 +189,10 @@ fn a_dead_childs_stream_becomes_a_partial_row() {
         open_ms: 5.0,
         ..BackendResult::default()
     };
-    let mut stream = BatchStream::create(&path, &head).unwrap();
+    let out = crate::outdir::OutDir::open(dir.path()).unwrap();
+    let mut stream = BatchStream::create(&out, ".child-butter.json.batches", &head).unwrap();
+    // Created exclusively: a second stream by the same name (or anything planted there) fails.
+    assert!(BatchStream::create(&out, ".child-butter.json.batches", &head).is_err());
     assert!(partial_row(&path).is_none(), "no batch finished: no row");
     for (index, wall_ms) in [(0u64, 30.0), (1, 10.0), (2, 20.0)] {
         let batch = BatchRecord {
