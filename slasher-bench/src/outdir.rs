@@ -152,7 +152,8 @@ impl OutDir {
         )
         .ok()?;
         let st = rustix::fs::fstat(&fd).ok()?;
-        let regular = rustix::fs::FileType::from_raw_mode(st.st_mode).is_file();
+        let regular =
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
         if !regular || st.st_uid != rustix::process::geteuid().as_raw() {
             return None;
         }
@@ -165,7 +166,7 @@ impl OutDir {
     /// a regular file this user owns; anything else is left alone.
     pub fn remove_own(&self, name: &str) {
         let own = rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-            rustix::fs::FileType::from_raw_mode(st.st_mode).is_file()
+            (rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile)
                 && st.st_uid == rustix::process::geteuid().as_raw()
         });
         if own {
