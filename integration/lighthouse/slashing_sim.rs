@@ -227,6 +227,10 @@ pub fn run(matches: &ArgMatches) -> Result<(), String> {
             context.clone(),
         )
         .await?;
+        // The first node added is the boot node (without a slasher).
+        network
+            .add_beacon_node(beacon_config.clone(), mock_el.clone(), false)
+            .await?;
         for (dir, backend, broadcast) in [
             (&plan.butter_dir, slasher::DatabaseBackend::Butter, true),
             (&plan.lmdb_dir, slasher::DatabaseBackend::Lmdb, false),

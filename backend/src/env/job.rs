@@ -6,14 +6,16 @@ use std::sync::Arc;
 
 use crate::segment::Segment;
 
-/// A background merge writing `compact/<seq>.seg` files, one at a time.
+/// A background merge writing `compact/<seq>.seg` files, one at a time; `H` is the worker's
+/// handle on it (`worker::Pending`, named by the users so that this file needs nothing of the
+/// worker's).
 #[derive(Debug)]
-pub(super) struct MergeJob {
+pub(super) struct MergeJob<H> {
     pub(super) table: usize,
     /// The first (newest) segment of the table the job reads: it and every older one stay
     /// out of the commits' merges until the job is swapped in.
     pub(super) first_input: u64,
-    pub(super) handle: super::worker::Pending,
+    pub(super) handle: H,
 }
 
 /// A drain of one table's upper segments (those above its partitions) into the partitions,

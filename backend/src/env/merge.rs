@@ -172,7 +172,7 @@ impl Env {
     pub(super) fn install_merge(
         &self,
         writer: &mut WriterState,
-        job: MergeJob,
+        job: MergeJob<super::worker::Pending>,
         tables: &mut [TableVersion],
         retired: &mut Vec<Arc<Segment>>,
         info: &mut CommitInfo,

@@ -254,7 +254,7 @@ pub(crate) struct WriterState {
     /// The next segment sequence number to hand out (commits and background merges).
     next_seq: u64,
     /// The background merge running or finished but not yet swapped in.
-    merge: Option<MergeJob>,
+    merge: Option<MergeJob<worker::Pending>>,
     /// The drain in progress, if any (its jobs run one at a time as `merge`).
     drain: Option<Drain>,
     /// The last write transaction's memtable value chunks, emptied, for the next one
