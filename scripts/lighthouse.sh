@@ -332,7 +332,7 @@ do_build() {
     "$bin" bn --help | grep -A3 -- '--slasher-backend' | grep -q butter ||
         die "$bin bn --help does not offer butter as a slasher backend"
     log "$bin: $("$bin" --version | head -n 1); 'bn --help' offers: $("$bin" bn --help |
-        grep -A3 -- '--slasher-backend' | grep -o 'possible values: [a-z, ]*')"
+        grep -A3 -- '--slasher-backend' | tr -s ' \n' ' ' | grep -o 'possible values: [a-z, ]*')"
     log "built in $((SECONDS - started)) s; $CARGO_TARGET_DIR holds $(du -sh "$CARGO_TARGET_DIR" | cut -f1)"
 }
 
