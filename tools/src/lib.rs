@@ -317,41 +317,6 @@ pub fn parse_hex(what: &'static str, given: &str) -> Result<Vec<u8>> {
     })
 }
 
-/// `butter dump DIR TABLE`: writes `key value` in hex, one entry a line, keys in `[from, to)`,
-/// at most `limit`; returns how many.
-///
-/// # Errors
-/// [`ToolError::Engine`] (no such table: the error lists none; `stat` does), [`ToolError::Output`].
-pub fn dump(
-    dir: &Path,
-    table: &str,
-    from: Option<&[u8]>,
-    to: Option<&[u8]>,
-    limit: Option<u64>,
-    out: &mut dyn std::io::Write,
-) -> Result<u64> {
-    let snap = Snapshot::open(dir)?;
-    let mut n = 0u64;
-    let mut write_error = None;
-    snap.scan(table, from, to, |k, v| {
-        if limit.is_some_and(|l| n >= l) {
-            return false;
-        }
-        n += 1;
-        match writeln!(out, "{} {}", hex::encode(k), hex::encode(v)) {
-            Ok(()) => true,
-            Err(e) => {
-                write_error = Some(e);
-                false
-            }
-        }
-    })?;
-    if let Some(e) = write_error {
-        return Err(e.into());
-    }
-    Ok(n)
-}
-
 /// `butter remove DIR`.
 ///
 /// # Errors
