@@ -6,7 +6,9 @@ Usage: scripts/import_cycles.py [--all] [CRATE_SRC_DIR...]
 
 A file "imports from" another when it names one of that file's items by a path: a `use`
 declaration (`use crate::a::b::{C, d::E}`, `use super::X`, `use self::m::Y`, `use m::Z` for a
-child module `m`) or a qualified path in the code (`crate::a::f()`, `super::T`). A path is
+child module `m`) or a path written in the code or a type (`crate::a::f()`, `super::T`,
+`super::x::Y`, `m::CONST` for a child module `m`, `segment::file_name()` after
+`use crate::segment::{self}`, `Error::io()` after `use crate::error::Error`). A path is
 charged to the file of the longest module prefix it names: `crate::segment::Block` is taken from
 segment/mod.rs (the name it is reached through, re-export or not); `crate::segment::block::Block`
 from segment/block.rs. A module's `#[cfg(test)] mod tests` file and inline `mod x { ... }`
@@ -19,8 +21,8 @@ it declares (`mod child; pub use child::X;` beside the child's `use super::Y` or
 marked as such: a folder's mod.rs only declares its files and re-exports their items, and what
 its files share lives in a file of its own that they import by name. (`--strict`, which used to
 turn that check on, is accepted and does nothing: it is always on.) With --all it also reports
-longer circles (strongly connected groups of files). Only the crates'
-own `src/` trees are read; each crate is its own graph; test modules are left out. No dependency
+longer circles (strongly connected groups of files). A directory that does not exist is an
+error (exit 2), not a crate without circles. Only the crates' own `src/` trees are read; each crate is its own graph; test modules are left out. No dependency
 beyond Python 3.
 """
 
@@ -80,9 +82,23 @@ def strip_comments_and_strings(text: str) -> str:
     return "".join(out)
 
 
-def expand_use_tree(tree: str) -> list[str]:
+def use_bindings(tree: str) -> list[tuple[str, str]]:
+    """(name bound, path) of each leaf of a use tree: `a::{b, c as d, e::{self}}` ->
+    [('b', 'a::b'), ('d', 'a::c'), ('e', 'a::e')] (globs bind nothing)."""
+    tree = re.sub(r"\s+as\s+(\w+)", r"@\1", tree)  # `a::b as c` -> a::b@c
+    out = []
+    for leaf in expand_use_tree(tree, keep_alias=True):
+        path, _, alias = leaf.partition("@")
+        name = alias or path.rsplit("::", 1)[-1]
+        if name and name not in ("*", "_", "self", "super", "crate"):
+            out.append((name, path))
+    return out
+
+
+def expand_use_tree(tree: str, keep_alias: bool = False) -> list[str]:
     """`a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e'] (aliases and globs kept as a path)."""
-    tree = re.sub(r"\s+as\s+\w+", "", tree)  # `a::b as c` takes a::b
+    if not keep_alias:
+        tree = re.sub(r"\s+as\s+\w+", "", tree)  # `a::b as c` takes a::b
     tree = re.sub(r"\s+", "", tree)
     brace = tree.find("{")
     if brace < 0:
@@ -102,8 +118,11 @@ def expand_use_tree(tree: str) -> list[str]:
     for p in parts:
         if not p:
             continue
-        for sub in expand_use_tree(p):
-            paths.append(prefix + sub if sub != "self" else prefix.rstrip(":"))
+        for sub in expand_use_tree(p, keep_alias):
+            if sub == "self" or sub.startswith("self@"):
+                paths.append(prefix.rstrip(":") + sub[4:])
+            else:
+                paths.append(prefix + sub)
     return paths
 
 
@@ -126,10 +145,19 @@ class Crate:
             parts = parts[:-1]
         return tuple(parts)
 
-    def resolve(self, path: list[str], here: tuple[str, ...]) -> tuple[str, ...] | None:
-        """The module path a `crate::`/`super::`/`self::`/child path starts in, made absolute."""
+    def resolve(
+        self, path: list[str], here: tuple[str, ...], bound: dict[str, list[str]] | None = None
+    ) -> tuple[str, ...] | None:
+        """The module path a `crate::`/`super::`/`self::`/child path starts in, made absolute;
+        with `bound` (the names the module's `use` declarations bind, and their paths), also a
+        path that starts with such a name."""
         if not path:
             return None
+        if bound and path[0] in bound and path[0] not in ("crate", "super", "self"):
+            via = bound[path[0]]
+            if via and via[0] != path[0]:
+                target = self.resolve(via, here)
+                return None if target is None else target + tuple(path[1:])
         if path[0] == "crate":
             base, rest = (), path[1:]
         elif path[0] in ("super", "self"):
@@ -167,43 +195,68 @@ class Crate:
             here_file = self.module_of(rel)
             text = strip_comments_and_strings(open(os.path.join(self.src, rel), encoding="utf-8").read())
             # Inline `mod name {` blocks shift where `super::` points; track them by brace depth.
-            mod_stack: list[tuple[str, int]] = []
-            depth = 0
-            tokens = re.finditer(
-                r"(?P<mod>\bmod\s+(?P<name>\w+)\s*\{)|(?P<use>\buse\s+(?P<tree>[^;]+);)"
-                r"|(?P<path>\b(?:crate|super|self)(?:\s*::\s*\w+)+)|(?P<open>\{)|(?P<close>\})",
-                text,
-            )
-            for m in tokens:
-                if m.group("mod"):
-                    depth += 1
-                    mod_stack.append((m.group("name"), depth))
-                    continue
-                if m.group("open"):
-                    depth += 1
-                    continue
-                if m.group("close"):
-                    if mod_stack and mod_stack[-1][1] == depth:
-                        mod_stack.pop()
-                    depth -= 1
-                    continue
-                here = here_file + tuple(name for name, _ in mod_stack)
-                if m.group("use"):
-                    paths = expand_use_tree(m.group("tree"))
-                else:
-                    paths = [re.sub(r"\s+", "", m.group("path"))]
-                for p in paths:
-                    segs = [s for s in p.split("::") if s and s != "*"]
-                    absolute = self.resolve(segs, here)
-                    if absolute is None:
-                        continue
-                    target = self.file_for(absolute)
-                    if target is None or target == rel:
-                        continue
-                    # A child module's file is not "imported" by naming the module itself
-                    # (`mod x;` / `use x;`); a test module's `super::` is its parent by design.
-                    graph[rel][target].add(p)
+            # Two passes: the first gathers the names each module's `use` declarations bind
+            # (a path in the code may come before the `use` that makes it resolve).
+            bound: dict[tuple[str, ...], dict[str, list[str]]] = defaultdict(dict)
+            for gathering in (True, False):
+                self.scan(rel, text, here_file, bound, gathering, graph)
         return graph
+
+    def scan(
+        self,
+        rel: str,
+        text: str,
+        here_file: tuple[str, ...],
+        bound: dict[tuple[str, ...], dict[str, list[str]]],
+        gathering: bool,
+        graph: dict[str, dict[str, set[str]]],
+    ) -> None:
+        """One pass over a file's tokens: gather `use` bindings, or record the edges."""
+        mod_stack: list[tuple[str, int]] = []
+        depth = 0
+        tokens = re.finditer(
+            r"(?P<mod>\bmod\s+(?P<name>\w+)\s*\{)|(?P<use>\buse\s+(?P<tree>[^;]+);)"
+            r"|(?P<path>(?<![\w:])\s*(?:::\s*)?\w+(?:\s*::\s*\w+)+)|(?P<open>\{)|(?P<close>\})",
+            text,
+        )
+        for m in tokens:
+            if m.group("mod"):
+                depth += 1
+                mod_stack.append((m.group("name"), depth))
+                continue
+            if m.group("open"):
+                depth += 1
+                continue
+            if m.group("close"):
+                if mod_stack and mod_stack[-1][1] == depth:
+                    mod_stack.pop()
+                depth -= 1
+                continue
+            here = here_file + tuple(name for name, _ in mod_stack)
+            if gathering:
+                if m.group("use"):
+                    for name, p in use_bindings(m.group("tree")):
+                        bound[here][name] = [s for s in p.split("::") if s]
+                continue
+            if m.group("use"):
+                paths = expand_use_tree(m.group("tree"))
+                names = None
+            else:
+                paths = [re.sub(r"\s+", "", m.group("path"))]
+                if paths[0].startswith("::"):
+                    continue  # `::name::...`: an external crate
+                names = bound.get(here)
+            for p in paths:
+                segs = [s for s in p.split("::") if s and s != "*"]
+                absolute = self.resolve(segs, here, names)
+                if absolute is None:
+                    continue
+                target = self.file_for(absolute)
+                if target is None or target == rel:
+                    continue
+                # A child module's file is not "imported" by naming the module itself
+                # (`mod x;` / `use x;`); a test module's `super::` is its parent by design.
+                graph[rel][target].add(p)
 
 
 def strongly_connected(graph: dict[str, dict[str, set[str]]]) -> list[list[str]]:
@@ -253,7 +306,8 @@ def main() -> int:
     for d in dirs:
         src = d if os.path.isabs(d) else os.path.join(repo, d)
         if not os.path.isdir(src):
-            continue
+            print(f"{d}: no such directory (give a crate's src/ folder)", file=sys.stderr)
+            return 2
         crate = Crate(src)
         graph = crate.edges()
         is_test = lambda f: os.path.basename(f) in ("tests.rs",) or "/tests/" in f or f.startswith("tests/")
