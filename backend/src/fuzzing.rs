@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::segment::BlockCache;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::segment::{Segment, FOOTER_LEN};

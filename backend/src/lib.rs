@@ -22,7 +22,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 pub mod admin;
-mod cache;
 mod env;
 mod error;
 pub mod fs;

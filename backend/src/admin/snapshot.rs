@@ -14,7 +14,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::segment::BlockCache;
 use crate::env::{MANIFEST_FILE, SEGMENT_TABLE_FORMAT};
 use crate::error::{Error, Result};
 use crate::fs::BtrfsFs;

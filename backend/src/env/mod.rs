@@ -25,7 +25,7 @@ use std::sync::Arc;
 use nix::fcntl::Flock;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::cache::BlockCache;
+use crate::segment::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::root::LOCK_FILE;

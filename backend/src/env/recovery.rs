@@ -11,7 +11,7 @@ use std::time::Instant;
 use nix::fcntl::{Flock, FlockArg};
 use parking_lot::{Mutex, RwLock};
 
-use crate::cache::BlockCache;
+use crate::segment::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::manifest::Manifest;

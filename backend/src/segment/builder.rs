@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::block::Block;
 use super::format::{BLOCK_TARGET_BYTES, FOOTER_LEN, MAGIC, SEGMENT_VERSION, TOMBSTONE};
-use crate::cache::BlockCache;
+use super::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 

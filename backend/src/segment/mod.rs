@@ -34,6 +34,7 @@
 
 pub(crate) mod block;
 mod builder;
+mod cache;
 mod format;
 mod iter;
 mod reader;
@@ -43,6 +44,7 @@ mod verify;
 
 pub(crate) use block::key_prefix;
 pub(crate) use builder::{FileSink, SegmentBuilder, SegmentSink};
+pub(crate) use cache::BlockCache;
 #[cfg(test)]
 pub(crate) use format::get_varint;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use super::cache::BlockCache;
 use crate::error::{Error, Result};
 
 use super::block::{key_prefix, search_prefixed, Block};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use super::cache::BlockCache;
 use crate::error::{Error, Result};
 
 use super::block::{partition_near, search_prefixed, Block};

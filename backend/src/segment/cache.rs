@@ -1,11 +1,12 @@
-//! The block cache shared by every segment of an environment.
+//! The block cache shared by every segment of an environment: decoded blocks of the segment
+//! files, which the readers (`reader.rs`) and a commit's writer (`builder.rs`) fill.
 
 use std::sync::Arc;
 
 use lru::LruCache;
 use parking_lot::Mutex;
 
-use crate::segment::block::Block;
+use super::block::Block;
 
 /// An LRU of decoded blocks keyed by (segment sequence number, block index), bounded by the
 /// bytes the blocks hold. Fields guarded by `inner`'s mutex.
