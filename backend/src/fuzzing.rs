@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::segment::BlockCache;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
+use crate::segment::BlockCache;
 use crate::segment::{Segment, FOOTER_LEN};
 
 /// What a manifest decoded to, in brief.

@@ -14,13 +14,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::segment::BlockCache;
 use crate::env::{MANIFEST_FILE, SEGMENT_TABLE_FORMAT};
 use crate::error::{Error, Result};
 use crate::fs::BtrfsFs;
 use crate::iter::{MemLookup, MergeIter};
 use crate::manifest::Manifest;
 use crate::root::{self, gen_name, parse_gen_name, DbId, Kind, COMPACT_DIR, ID_FILE, LOCK_FILE};
+use crate::segment::BlockCache;
 use crate::segment::{self, key_cmp, CacheUse, Segment};
 
 use super::names::INCOMPLETE_MARKER;

@@ -16,8 +16,8 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use super::block::Block;
-use super::format::{BLOCK_TARGET_BYTES, FOOTER_LEN, MAGIC, SEGMENT_VERSION, TOMBSTONE};
 use super::cache::BlockCache;
+use super::format::{BLOCK_TARGET_BYTES, FOOTER_LEN, MAGIC, SEGMENT_VERSION, TOMBSTONE};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 
