@@ -12,69 +12,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::memtable::{self, Memtable};
 use crate::segment::{key_cmp, key_prefix, CacheUse, Entry, Segment, SegmentIter};
-
-/// How many of a table's oldest segments are its partitions: the longest run at the end of
-/// `segments` (newest first) whose key ranges (`range` gives a segment's smallest and largest
-/// key) ascend without overlapping. Their order does not matter to a reader, since no key is
-/// in two of them; at least one when there are segments (design.md §3.1).
-pub(crate) fn partition_count<T>(segments: &[T], range: impl Fn(&T) -> (&[u8], &[u8])) -> usize {
-    let mut n = usize::from(!segments.is_empty());
-    while let (Some(above), Some(below)) = (
-        segments
-            .len()
-            .checked_sub(n + 1)
-            .and_then(|i| segments.get(i)),
-        segments.get(segments.len() - n),
-    ) {
-        if key_cmp(range(above).1, range(below).0).is_lt() {
-            n += 1;
-        } else {
-            break;
-        }
-    }
-    n
-}
-
-/// Put a table's oldest segments in the order partitions take, where that changes nothing a
-/// reader sees: the longest run at the end of `segments` (newest first) whose key ranges are
-/// mutually disjoint, whatever their order, is sorted by key. No key is in two of them, so
-/// which of them is newer does not matter. A table written in ascending key order (each
-/// commit's keys above the last's: a bulk load, an id sequence) then reads as partitions
-/// without a merge. Returns how many segments the run holds (design.md §3.1).
-pub(crate) fn order_disjoint_tail<T>(
-    segments: &mut [T],
-    range: impl Fn(&T) -> (&[u8], &[u8]),
-) -> usize {
-    // The run's ranges, sorted by their first key.
-    let mut run: Vec<(&[u8], &[u8])> = Vec::new();
-    for segment in segments.iter().rev() {
-        let (lo, hi) = range(segment);
-        let at = run.partition_point(|&(l, _)| key_cmp(l, lo).is_lt());
-        let after_previous = at
-            .checked_sub(1)
-            .and_then(|i| run.get(i))
-            .is_none_or(|&(_, prev_hi)| key_cmp(prev_hi, lo).is_lt());
-        let before_next = run
-            .get(at)
-            .is_none_or(|&(next_lo, _)| key_cmp(hi, next_lo).is_lt());
-        if !(after_previous && before_next) {
-            break;
-        }
-        run.insert(at, (lo, hi));
-    }
-    let n = run.len();
-    drop(run);
-    let start = segments.len() - n;
-    if let Some(tail) = segments.get_mut(start..) {
-        tail.sort_by(|a, b| key_cmp(range(a).0, range(b).0));
-    }
-    n
-}
-
-/// How many of `segments`' (newest first) oldest are their table's partitions.
-pub(crate) fn partitions(segments: &[Arc<Segment>]) -> usize {
-    partition_count(segments, |s| (&s.min_key, &s.max_key))
-}
+use crate::version::partitions;
 
 /// The memtable side of a merge: its first entry above a bound, which only grows.
 pub(crate) trait MemSource<'a> {

@@ -39,6 +39,7 @@ mod root;
 mod segment;
 mod sys;
 mod txn;
+mod version;
 
 pub use env::{CommitInfo, Compaction, Env, EnvBuilder};
 pub use error::{Error, Result};

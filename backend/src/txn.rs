@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use parking_lot::MutexGuard;
 
-use crate::env::{CommitInfo, Env, Version, WriterState};
+use crate::env::{CommitInfo, Env, WriterState};
 use crate::error::{Error, Result};
 use crate::iter::{MemLookup, MergeIter};
 use crate::memtable::{chunk_bytes_for, Memtable};
 use crate::segment::{key_cmp, BlockHint, Load, Probe, Segment};
+use crate::version::Version;
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -7,17 +7,17 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use crate::iter::{order_disjoint_tail, partitions};
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 use crate::memtable::Memtable;
 use crate::root::{self, gen_name, Kind};
 use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder};
+use crate::version::{order_disjoint_tail, partitions, TableVersion, Version};
 
 use super::compaction;
 use super::merge::merge_into;
 use super::{
-    broken_ack_before_snapshot, fail_point, CommitInfo, Compaction, Env, TableVersion, Version,
-    WriterState, MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
+    broken_ack_before_snapshot, fail_point, CommitInfo, Compaction, Env, WriterState,
+    MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
 };
 
 const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";

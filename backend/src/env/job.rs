@@ -2,10 +2,6 @@
 //! table's upper segments into its partitions, which takes several jobs (`merge.rs` starts,
 //! runs and installs them).
 
-use std::sync::Arc;
-
-use crate::segment::Segment;
-
 /// A background merge writing `compact/<seq>.seg` files, one at a time; `H` is the worker's
 /// handle on it (`worker::Pending`, named by the users so that this file needs nothing of the
 /// worker's).
@@ -64,15 +60,4 @@ pub(super) enum DrainStep {
     Continues(Vec<u8>),
     /// The drain is complete: the drained segments are retired with this job's install.
     Done,
-}
-
-/// Where the run of segments `seqs` (in order) starts in `segments`, if it is there whole.
-pub(super) fn run_position(segments: &[Arc<Segment>], seqs: &[u64]) -> Option<usize> {
-    let first = *seqs.first()?;
-    let at = segments.iter().position(|s| s.seq == first)?;
-    let run = segments.get(at..at + seqs.len())?;
-    run.iter()
-        .zip(seqs)
-        .all(|(s, &seq)| s.seq == seq)
-        .then_some(at)
 }

@@ -13,8 +13,10 @@ use crate::memtable::Memtable;
 use crate::segment::{self, key_cmp, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
 
 use super::compaction::{self, Next, Shape};
-use super::job::{run_position, Drain, DrainStep, MergeJob, Merged, Output};
-use super::{fail_point, CommitInfo, Compaction, Env, TableVersion, Version, WriterState};
+use crate::version::{run_position, TableVersion, Version};
+
+use super::job::{Drain, DrainStep, MergeJob, Merged, Output};
+use super::{fail_point, CommitInfo, Compaction, Env, WriterState};
 
 /// Sequence numbers a drain job may use for its outputs (it cannot take more from the writer
 /// while it runs); the last output grows past the partition size rather than need another.

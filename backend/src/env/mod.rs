@@ -25,11 +25,11 @@ use std::sync::Arc;
 use nix::fcntl::Flock;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::segment::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::root::LOCK_FILE;
-use crate::segment::{self, Segment};
+use crate::segment::{self, BlockCache, Segment};
+use crate::version::{run_position, Version};
 
 use job::{Drain, MergeJob};
 
@@ -208,24 +208,6 @@ impl EnvBuilder {
     }
 }
 
-/// The committed state of every table at one generation.
-#[derive(Debug)]
-pub(crate) struct Version {
-    pub(crate) generation: u64,
-    pub(crate) tables: Vec<TableVersion>,
-}
-
-/// One table at one generation: its segments, newest first.
-#[derive(Debug, Clone)]
-pub(crate) struct TableVersion {
-    pub(crate) name: String,
-    pub(crate) segments: Vec<Arc<Segment>>,
-    /// How many of `segments`' oldest are partitions (`iter::partitions`), for lookups to
-    /// search by key and for the background policy. Set when the version is published; a
-    /// commit's draft lets it go stale.
-    pub(crate) parts: usize,
-}
-
 impl WriterState {
     /// Where the segments of table `table` that background work reads begin in `segments`
     /// (the running job's first input, or the drain's first segment): commits merge only
@@ -240,7 +222,7 @@ impl WriterState {
             .drain
             .as_ref()
             .filter(|d| d.table == table)
-            .and_then(|d| job::run_position(segments, &d.upper));
+            .and_then(|d| run_position(segments, &d.upper));
         job.into_iter().chain(drain).min()
     }
 }

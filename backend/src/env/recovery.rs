@@ -11,7 +11,6 @@ use std::time::Instant;
 use nix::fcntl::{Flock, FlockArg};
 use parking_lot::{Mutex, RwLock};
 
-use crate::segment::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::manifest::Manifest;
@@ -19,13 +18,15 @@ use crate::memory;
 use crate::root::{
     self, gen_name, Kind, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR, LOCK_FILE,
 };
+use crate::segment::BlockCache;
 use crate::segment::{self, Segment};
 use crate::sys;
+use crate::version::{partitions, TableVersion, Version};
 
 use super::commit::write_manifest;
 use super::{
-    fail_point, Env, EnvBuilder, TableVersion, Version, WriterState, MANIFEST_FILE, NEXT_ENV_ID,
-    RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
+    fail_point, Env, EnvBuilder, WriterState, MANIFEST_FILE, NEXT_ENV_ID, RECLAIM_WAIT,
+    SEGMENT_TABLE_FORMAT,
 };
 
 impl Env {
@@ -190,7 +191,7 @@ impl Env {
             }
             tables.push(TableVersion {
                 name: t.name.clone(),
-                parts: crate::iter::partitions(&segments),
+                parts: partitions(&segments),
                 segments,
             });
         }

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::sys;
-
-use super::Version;
+use crate::version::Version;
 
 /// Versions waiting to be dropped at most. When the thread is that far behind, the committing
 /// thread drops the next one itself, as before, so retired files never pile up.
