@@ -378,20 +378,16 @@ pub fn set_current_thread_idle() -> io::Result<()> {
     }
 }
 
-/// The nice value of a merge thread ([`set_current_thread_background`]).
-pub const MERGE_NICE: i32 = 10;
-
-/// Lowers the calling thread to nice [`MERGE_NICE`] (Linux keeps a nice value per thread):
-/// beside a thread of nice 0 on a busy core it gets about a tenth of the core (the kernel's
-/// weights 110 against 1,024), and all of an idle one. Lowering one's own priority needs no
-/// privilege; raising it again would, so a thread is lowered once, when it starts, and one
-/// already lower (a process started with `nice -n 15`) is left as it is.
-pub fn set_current_thread_background() -> io::Result<()> {
+/// Lowers the calling thread to nice `nice` (Linux keeps a nice value per thread). Lowering
+/// one's own priority needs no privilege; raising it again would, so a thread is lowered once,
+/// when it starts, and one already lower (a process started with `nice -n 15`) is left as it
+/// is.
+pub fn set_current_thread_background(nice: i32) -> io::Result<()> {
     let me = Some(rustix::thread::gettid());
-    if rustix::process::getpriority_process(me)? >= MERGE_NICE {
+    if rustix::process::getpriority_process(me)? >= nice {
         return Ok(());
     }
-    rustix::process::setpriority_process(me, MERGE_NICE).map_err(io::Error::from)
+    rustix::process::setpriority_process(me, nice).map_err(io::Error::from)
 }
 
 /// `FS_IOC_GETFLAGS`: the inode flags (`chattr` attributes) of an open file.
@@ -561,14 +557,15 @@ mod tests {
     /// A merge thread's nice value is its own: the thread that spawned it keeps its own.
     #[test]
     fn a_background_thread_runs_at_the_merge_nice_value() {
+        const MERGE_NICE: i32 = 10;
         let before = getpriority_process(Some(gettid())).unwrap();
         let nice = std::thread::spawn(|| {
-            super::set_current_thread_background().unwrap();
+            super::set_current_thread_background(MERGE_NICE).unwrap();
             getpriority_process(Some(gettid())).unwrap()
         })
         .join()
         .unwrap();
-        assert_eq!(nice, super::MERGE_NICE.max(before));
+        assert_eq!(nice, MERGE_NICE.max(before));
         assert_eq!(getpriority_process(Some(gettid())).unwrap(), before);
     }
 }

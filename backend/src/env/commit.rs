@@ -13,11 +13,11 @@ use crate::root::{self, gen_name, Kind};
 use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder};
 use crate::version::{order_disjoint_tail, partitions, TableVersion, Version};
 
-use super::compaction;
 use super::merge::merge_into;
+use super::policy;
 use super::{
-    broken_ack_before_snapshot, fail_point, CommitInfo, Compaction, Env, WriterState,
-    MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
+    broken_ack_before_snapshot, fail_point, CommitInfo, Env, WriterState, MANIFEST_FILE,
+    RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
 };
 
 const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
@@ -143,7 +143,7 @@ impl Env {
     /// `Compaction::BackgroundWaited` a running merge is waited for.
     fn step1_install_merge(&self, writer: &mut WriterState, draft: &mut Draft) -> Result<()> {
         if let Some(job) = writer.merge.take() {
-            if self.compaction.waits_for_merges() || job.handle.is_finished() {
+            if self.merges.mode.waits_for_merges() || job.handle.is_finished() {
                 self.install_merge(
                     writer,
                     job,
@@ -181,26 +181,8 @@ impl Env {
             if mem.is_empty() {
                 continue;
             }
-            // A commit merges only upper segments (partitions are left to drains, except a
-            // table's only one while it is smaller than a partition) and none that background
-            // work reads.
-            let parts = partitions(&table.segments);
-            let small = parts == 1
-                && table
-                    .segments
-                    .last()
-                    .is_some_and(|s| s.file_len < self.partition_bytes);
-            let upper = match self.compaction {
-                Compaction::Inline => table.segments.len(),
-                _ if small => table.segments.len(),
-                _ => table.segments.len() - parts,
-            };
-            let free = writer
-                .first_pinned(i, &table.segments)
-                .unwrap_or(upper)
-                .min(upper);
-            let lens = compaction::file_lens(table.segments.get(..upper).unwrap_or_default());
-            let merge = compaction::commit_merge_count(self.compaction, mem.bytes(), &lens, free);
+            let pinned = writer.first_pinned(i, &table.segments);
+            let merge = policy::commit_merge(&table.segments, pinned, mem.bytes(), &self.merges);
             let drop_tombstones = merge == table.segments.len();
             let inputs: Vec<Arc<Segment>> = table.segments.drain(..merge).collect();
             let build_started = Instant::now();
@@ -228,14 +210,11 @@ impl Env {
             let seg = Segment::open(path, seq, len, entries, self.cache.clone())?;
             table.segments.insert(0, Arc::new(seg));
         }
-        // A table with more upper segments than the hard limit (the background has fallen
-        // behind, or the table was loaded in ascending key order): its disjoint oldest
-        // segments in partition order, where no background work holds any (design.md §3.1).
+        // A table far behind on merges: its disjoint oldest segments in partition order, where
+        // the policy says so (`policy::orders_disjoint_tail`).
         for (i, table) in draft.tables.iter_mut().enumerate() {
-            let upper = table.segments.len() - partitions(&table.segments);
-            if upper > compaction::HARD_MAX_SEGMENTS_PER_TABLE
-                && writer.first_pinned(i, &table.segments).is_none()
-            {
+            let pinned = writer.first_pinned(i, &table.segments);
+            if policy::orders_disjoint_tail(&table.segments, pinned) {
                 order_disjoint_tail(&mut table.segments, |s| (&s.min_key, &s.max_key));
             }
         }

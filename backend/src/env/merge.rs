@@ -12,15 +12,11 @@ use crate::iter::{MemWalk, MergeIter};
 use crate::memtable::Memtable;
 use crate::segment::{self, key_cmp, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
 
-use super::compaction::{self, Next, Shape};
+use super::policy::{self, Plan};
 use crate::version::{run_position, TableVersion, Version};
 
 use super::job::{Drain, DrainStep, MergeJob, Merged, Output};
-use super::{fail_point, CommitInfo, Compaction, Env, WriterState};
-
-/// Sequence numbers a drain job may use for its outputs (it cannot take more from the writer
-/// while it runs); the last output grows past the partition size rather than need another.
-const DRAIN_JOB_SEQS: u64 = 256;
+use super::{fail_point, CommitInfo, Env, WriterState};
 
 /// What a background thread is given to do.
 struct Work {
@@ -50,31 +46,16 @@ enum WorkKind {
 
 impl Env {
     /// Start the background work due next, called by a commit after publishing when no job
-    /// runs. Without a drain: a drain or a tiered merge, as `compaction::next_background_merge`
-    /// says. During a drain: a tiered merge of the segments above it if one is due, else the
-    /// drain's next job. Tiered merges write at most a drain job's budget.
+    /// runs: what `policy::background_plan` chooses.
     pub(super) fn start_merge(&self, writer: &mut WriterState, version: &Version) {
-        if self.compaction == Compaction::Inline {
-            return;
-        }
-        let shapes: Vec<Shape> = version
-            .tables
-            .iter()
-            .enumerate()
-            .map(|(i, t)| shape(t, writer.drain.as_ref().filter(|d| d.table == i)))
-            .collect();
-        let next = if writer.drain.is_some() {
-            compaction::tiered_background_merge(&shapes, self.drain_job_bytes)
-        } else {
-            compaction::next_background_merge(&shapes, self.drain_job_bytes)
-        };
-        let work = match next {
-            Some(Next::Tiered { table, n }) => version
+        let plan = policy::background_plan(version, writer.drain.as_ref(), &self.merges);
+        let work = match plan {
+            Some(Plan::Tiered { table, n }) => version
                 .tables
                 .get(table)
                 .and_then(|t| t.segments.get(..n))
                 .map(|inputs| (table, WorkKind::Tiered(inputs.to_vec()))),
-            Some(Next::Drain { table }) => {
+            Some(Plan::Drain { table }) => {
                 if let Some(t) = version.tables.get(table) {
                     let upper = t.segments.len() - t.parts;
                     writer.drain = Some(Drain {
@@ -85,7 +66,8 @@ impl Env {
                 }
                 self.drain_work(writer, version)
             }
-            None => self.drain_work(writer, version),
+            Some(Plan::DrainNext) => self.drain_work(writer, version),
+            None => None,
         };
         if let Some((table, kind)) = work {
             self.spawn(writer, table, kind);
@@ -121,13 +103,13 @@ impl Env {
                 upper: upper.to_vec(),
                 parts: below.get(first..).unwrap_or_default().to_vec(),
                 cursor: drain.cursor.clone(),
-                job_bytes: self.drain_job_bytes,
+                job_bytes: self.merges.drain_job_bytes,
             },
         ))
     }
 
     /// Run `kind` on the merge worker, a background thread of low priority (nice
-    /// [`crate::sys::MERGE_NICE`]).
+    /// [`policy::MERGE_NICE`]).
     fn spawn(&self, writer: &mut WriterState, table: usize, kind: WorkKind) {
         let first_input = match &kind {
             WorkKind::Tiered(inputs) => inputs.first().map(|s| s.seq),
@@ -138,7 +120,7 @@ impl Env {
         };
         let seqs = match kind {
             WorkKind::Tiered(_) => 1,
-            WorkKind::Drain { .. } => DRAIN_JOB_SEQS,
+            WorkKind::Drain { .. } => policy::DRAIN_JOB_SEQS,
         };
         let work = Work {
             fs: self.fs.clone(),
@@ -146,7 +128,7 @@ impl Env {
             mode: self.file_mode,
             first_seq: writer.next_seq,
             seqs,
-            part_bytes: self.partition_bytes,
+            part_bytes: self.merges.partition_bytes,
             kind,
         };
         writer.next_seq += seqs;
@@ -264,21 +246,6 @@ impl Env {
     }
 }
 
-/// `table` as the policy sees it: its upper segments (during `drain`, only those above the
-/// drained ones) and its partitions' bytes.
-fn shape(table: &TableVersion, drain: Option<&Drain>) -> Shape {
-    let segs = &table.segments;
-    let parts = table.parts;
-    let upper_end = drain
-        .and_then(|d| run_position(segs, &d.upper))
-        .unwrap_or(segs.len() - parts);
-    let (upper, rest) = segs.split_at(upper_end.min(segs.len()));
-    Shape {
-        upper: compaction::file_lens(upper),
-        base: rest.iter().rev().take(parts).map(|s| s.file_len).sum(),
-    }
-}
-
 impl Work {
     /// Runs on the merge thread. On failure the files it wrote are deleted (best effort; open
     /// deletes whatever `compact/` holds).
@@ -359,7 +326,7 @@ fn drain_job(
     }
     let rest = parts.get(first..).unwrap_or_default();
     let lens: Vec<u64> = rest.iter().map(|s| s.file_len).collect();
-    let (taken, after) = rest.split_at(compaction::drain_job_len(&lens, job_bytes));
+    let (taken, after) = rest.split_at(policy::drain_job_len(&lens, job_bytes));
     let hi = after.first().map(|s| s.min_key.to_vec());
     let mut inputs = upper.to_vec();
     inputs.extend_from_slice(taken);

@@ -1,16 +1,16 @@
 //! The environment: the public handle on a database, its single writer and its readers.
 //!
 //! By design.md's sections: `recovery` opens a directory (§1, crash table), `commit` runs the
-//! numbered steps of §3, `gc` deletes old generations (step 7), `compaction` is the merge
+//! numbered steps of §3, `gc` deletes old generations (step 7), `policy` is the merge
 //! policy and `merge` the background merges that carry it out (§3.1). Reads and pins (§2) are
 //! here; the methods that begin transactions and hand out table handles are in `txn.rs`, which
 //! builds on this file (this file does not import it).
 
 mod commit;
-mod compaction;
 mod gc;
 mod job;
 mod merge;
+mod policy;
 mod recovery;
 mod retire;
 mod spill;
@@ -32,6 +32,8 @@ use crate::segment::{self, BlockCache, Segment};
 use crate::version::{run_position, Version};
 
 use job::{Drain, MergeJob};
+pub use policy::Compaction;
+use policy::Settings;
 
 /// Name of the manifest inside `live/` and every `gen-N/`.
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
@@ -43,36 +45,6 @@ static NEXT_ENV_ID: AtomicU64 = AtomicU64::new(1);
 /// The manifest's table-format code of the segment format, the only one this engine reads
 /// (code 1 was an SQLite-file experiment, measured and removed; see design.md §8).
 pub(crate) const SEGMENT_TABLE_FORMAT: u32 = 0;
-
-/// Where segment merges run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Compaction {
-    /// A commit merges its memtable only with small newest segments (at most
-    /// 4x the memtable's bytes); larger merges run on a background thread, one at a time,
-    /// and the next commit after one finishes swaps its output in. The default: a commit's
-    /// latency does not depend on the size of the table.
-    #[default]
-    Background,
-    /// As `Background`, but every commit first waits for the running merge, so the order of
-    /// filesystem operations is the same in every run (the fault-enumeration tests; feature
-    /// `testing` only).
-    #[cfg(feature = "testing")]
-    BackgroundWaited,
-    /// Every merge runs inside the commit that makes it due (no thread).
-    Inline,
-}
-
-impl Compaction {
-    /// Whether every commit waits for the running merge (`BackgroundWaited`).
-    fn waits_for_merges(self) -> bool {
-        #[cfg(feature = "testing")]
-        if self == Compaction::BackgroundWaited {
-            return true;
-        }
-        false
-    }
-}
 
 /// What a successful commit did.
 #[derive(Debug, Clone, Default)]
@@ -121,7 +93,7 @@ pub struct EnvBuilder {
     memtable_bytes: Option<u64>,
     compaction: Compaction,
     group_access: bool,
-    /// (partition bytes, drain job bytes), `compaction::PARTITION_BYTES` and
+    /// (partition bytes, drain job bytes), `policy::PARTITION_BYTES` and
     /// `DRAIN_JOB_BYTES` unless a test sets them.
     merge_sizes: (u64, u64),
     fs: Arc<dyn Fs>,
@@ -136,7 +108,7 @@ impl EnvBuilder {
             memtable_bytes: None,
             compaction: Compaction::Background,
             group_access: false,
-            merge_sizes: (compaction::PARTITION_BYTES, compaction::DRAIN_JOB_BYTES),
+            merge_sizes: (policy::PARTITION_BYTES, policy::DRAIN_JOB_BYTES),
             fs: Arc::new(BtrfsFs),
         }
     }
@@ -262,10 +234,9 @@ pub struct Env {
     pub(crate) cache: Arc<BlockCache>,
     /// [`Env::memtable_budget`].
     memtable_bytes: u64,
-    compaction: Compaction,
-    /// Bytes of the partitions drains write, and of the partitions one drain job takes.
-    partition_bytes: u64,
-    drain_job_bytes: u64,
+    /// Where merges run, and the sizes of a drain's partitions and jobs (the merge policy's
+    /// settings).
+    merges: Settings,
     /// Permission bits of the files the engine creates (0600, or 0640 with group access).
     pub(crate) file_mode: u32,
     /// Generations deleted since the filesystem was last asked to reclaim them (see

@@ -24,6 +24,7 @@ use crate::sys;
 use crate::version::{partitions, TableVersion, Version};
 
 use super::commit::write_manifest;
+use super::policy::Settings;
 use super::{
     fail_point, Env, EnvBuilder, WriterState, MANIFEST_FILE, NEXT_ENV_ID, RECLAIM_WAIT,
     SEGMENT_TABLE_FORMAT,
@@ -210,9 +211,11 @@ impl Env {
             fs,
             cache,
             memtable_bytes,
-            compaction: b.compaction,
-            partition_bytes: b.merge_sizes.0,
-            drain_job_bytes: b.merge_sizes.1,
+            merges: Settings {
+                mode: b.compaction,
+                partition_bytes: b.merge_sizes.0,
+                drain_job_bytes: b.merge_sizes.1,
+            },
             file_mode,
             unreclaimed: AtomicU64::new(0),
             writer: Mutex::new(WriterState {

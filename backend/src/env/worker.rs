@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::sys;
 
 use super::job::Merged;
+use super::policy::MERGE_NICE;
 
 /// What a job's thread returned: its result, or the panic that ended it.
 pub(super) type Outcome = std::thread::Result<Result<Merged>>;
@@ -63,7 +64,7 @@ pub(super) struct Worker {
 
 impl Worker {
     /// Run `job` on the worker thread (started now if it is not running, at nice
-    /// [`sys::MERGE_NICE`]). Fails only if the thread cannot be started.
+    /// [`MERGE_NICE`]). Fails only if the thread cannot be started.
     pub(super) fn submit(
         &mut self,
         job: impl FnOnce() -> Result<Merged> + Send + 'static,
@@ -74,7 +75,7 @@ impl Worker {
                 .name("butter-merge".into())
                 .spawn(move || {
                     // A bounded share of a busy core, not only its idle time (design.md §7).
-                    if let Err(e) = sys::set_current_thread_background() {
+                    if let Err(e) = sys::set_current_thread_background(MERGE_NICE) {
                         log::warn!("merge thread keeps normal priority: {e}");
                     }
                     for (job, slot) in rx {

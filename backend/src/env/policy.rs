@@ -1,19 +1,63 @@
-//! The merge policy (design.md §3 step 2 and §3.1): which segments a commit merges with its
-//! memtable, and which merge the background thread runs next. Pure functions of segment
-//! sizes, so they are tested without a filesystem.
+//! The merge policy (design.md §3 step 2 and §3.1), whole: its settings and constants, and
+//! the pure functions from a table's segments (or every table's, in a [`Version`]) to what to
+//! merge. [`commit_merge`] says how many of a table's newest segments a commit merges with its
+//! memtable, [`orders_disjoint_tail`] when a commit puts a table's disjoint oldest segments in
+//! partition order, and [`background_plan`] which background merge runs next ([`Plan`]);
+//! `merge.rs` and `worker.rs` carry the plan out, and read the drain sizes here. Nothing here
+//! touches a file, so the policy is tested without a filesystem.
 
 use std::sync::Arc;
 
 use crate::segment::Segment;
+use crate::version::{partitions, run_position, TableVersion, Version};
 
-use super::Compaction;
+use super::job::Drain;
+
+/// Where segment merges run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compaction {
+    /// A commit merges its memtable only with small newest segments (at most
+    /// 4x the memtable's bytes); larger merges run on a background thread, one at a time,
+    /// and the next commit after one finishes swaps its output in. The default: a commit's
+    /// latency does not depend on the size of the table.
+    #[default]
+    Background,
+    /// As `Background`, but every commit first waits for the running merge, so the order of
+    /// filesystem operations is the same in every run (the fault-enumeration tests; feature
+    /// `testing` only).
+    #[cfg(feature = "testing")]
+    BackgroundWaited,
+    /// Every merge runs inside the commit that makes it due (no thread).
+    Inline,
+}
+
+impl Compaction {
+    /// Whether every commit waits for the running merge (`BackgroundWaited`).
+    pub(super) fn waits_for_merges(self) -> bool {
+        #[cfg(feature = "testing")]
+        if self == Compaction::BackgroundWaited {
+            return true;
+        }
+        false
+    }
+}
+
+/// The policy's settings: where merges run, and the sizes of a drain's partitions and jobs
+/// ([`PARTITION_BYTES`] and [`DRAIN_JOB_BYTES`] unless a test sets them).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settings {
+    pub(super) mode: Compaction,
+    pub(super) partition_bytes: u64,
+    pub(super) drain_job_bytes: u64,
+}
 
 /// Merges keep a table at about this many segments; with merges inside the commit
 /// ([`Compaction::Inline`]) it is a hard limit.
-pub(super) const MAX_SEGMENTS_PER_TABLE: usize = 8;
+const MAX_SEGMENTS_PER_TABLE: usize = 8;
 /// With background merges, a commit merges whatever it must to stay at or below this many
 /// segments per table (the background thread has fallen behind).
-pub(super) const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
+const HARD_MAX_SEGMENTS_PER_TABLE: usize = 2 * MAX_SEGMENTS_PER_TABLE;
 /// With background merges, a commit writes at most this many times its memtable's bytes
 /// (it merges only the small newest segments; larger merges go to the background thread).
 const COMMIT_MERGE_BUDGET: u64 = 4;
@@ -42,9 +86,90 @@ pub(super) const PARTITION_BYTES: u64 = 64 << 20;
 /// the partitions it replaces and the drained segments, and there a 256 MiB job took the
 /// filesystem's usage to 1.30× the live data.
 pub(super) const DRAIN_JOB_BYTES: u64 = 128 << 20;
+/// Sequence numbers a drain job may use for its outputs (it cannot take more from the writer
+/// while it runs); the last output grows past the partition size rather than need another.
+pub(super) const DRAIN_JOB_SEQS: u64 = 256;
+/// The nice value of the merge thread (`worker.rs`): beside a thread of nice 0 on a busy core
+/// it gets about a tenth of the core (the kernel's weights 110 against 1,024), and all of an
+/// idle one (design.md §7).
+pub(super) const MERGE_NICE: i32 = 10;
+
+/// How many of a table's newest `segments` a commit merges with a memtable of `mem_bytes`.
+/// It merges only upper segments (partitions are left to drains, except a table's only one
+/// while it is smaller than a partition) and none that background work reads (from `pinned`
+/// on), as [`commit_merge_count`] says.
+pub(super) fn commit_merge(
+    segments: &[Arc<Segment>],
+    pinned: Option<usize>,
+    mem_bytes: u64,
+    settings: &Settings,
+) -> usize {
+    let parts = partitions(segments);
+    let small = parts == 1
+        && segments
+            .last()
+            .is_some_and(|s| s.file_len < settings.partition_bytes);
+    let upper = match settings.mode {
+        Compaction::Inline => segments.len(),
+        _ if small => segments.len(),
+        _ => segments.len() - parts,
+    };
+    let free = pinned.unwrap_or(upper).min(upper);
+    let lens = file_lens(segments.get(..upper).unwrap_or_default());
+    commit_merge_count(settings.mode, mem_bytes, &lens, free)
+}
+
+/// Whether a commit puts the disjoint oldest of a table's `segments` in partition order
+/// (`version::order_disjoint_tail`): when the table has more upper segments than the hard
+/// limit (the background has fallen behind, or the table was loaded in ascending key order)
+/// and no background work holds any of them (`pinned` is `None`).
+pub(super) fn orders_disjoint_tail(segments: &[Arc<Segment>], pinned: Option<usize>) -> bool {
+    let upper = segments.len() - partitions(segments);
+    upper > HARD_MAX_SEGMENTS_PER_TABLE && pinned.is_none()
+}
+
+/// The background merge to start now that none runs ([`Plan`]): nothing with
+/// [`Compaction::Inline`]. Without a `drain`: a drain or a tiered merge, as
+/// [`next_background_merge`] says. During a drain: a tiered merge of the segments above it if
+/// one is due, else the drain's next job. Tiered merges write at most a drain job's budget.
+pub(super) fn background_plan(
+    version: &Version,
+    drain: Option<&Drain>,
+    settings: &Settings,
+) -> Option<Plan> {
+    if settings.mode == Compaction::Inline {
+        return None;
+    }
+    let shapes: Vec<Shape> = version
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| shape(t, drain.filter(|d| d.table == i)))
+        .collect();
+    if drain.is_some() {
+        tiered_background_merge(&shapes, settings.drain_job_bytes).or(Some(Plan::DrainNext))
+    } else {
+        next_background_merge(&shapes, settings.drain_job_bytes)
+    }
+}
+
+/// `table` as the policy sees it: its upper segments (during `drain`, only those above the
+/// drained ones) and its partitions' bytes.
+fn shape(table: &TableVersion, drain: Option<&Drain>) -> Shape {
+    let segs = &table.segments;
+    let parts = table.parts;
+    let upper_end = drain
+        .and_then(|d| run_position(segs, &d.upper))
+        .unwrap_or(segs.len() - parts);
+    let (upper, rest) = segs.split_at(upper_end.min(segs.len()));
+    Shape {
+        upper: file_lens(upper),
+        base: rest.iter().rev().take(parts).map(|s| s.file_len).sum(),
+    }
+}
 
 /// The file lengths of `segments`, in their order (newest first).
-pub(super) fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
+fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
     segments.iter().map(|s| s.file_len).collect()
 }
 
@@ -52,12 +177,7 @@ pub(super) fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
 /// with a memtable of `mem_bytes`: the tiered rule, limited to the first `free` segments
 /// (those no background merge reads) and, with background merges, to COMMIT_MERGE_BUDGET
 /// times the memtable's bytes.
-pub(super) fn commit_merge_count(
-    compaction: Compaction,
-    mem_bytes: u64,
-    lens: &[u64],
-    free: usize,
-) -> usize {
+fn commit_merge_count(compaction: Compaction, mem_bytes: u64, lens: &[u64], free: usize) -> usize {
     match compaction {
         Compaction::Inline => tiered_count(
             mem_bytes,
@@ -85,21 +205,23 @@ pub(super) fn commit_merge_count(
 
 /// A table as the background policy sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Shape {
+struct Shape {
     /// File lengths of the segments above its partitions, newest first (those a drain would
     /// take; while a drain runs, those above the drained ones).
-    pub(super) upper: Vec<u64>,
+    upper: Vec<u64>,
     /// Bytes of its partitions (the run of key-disjoint segments at its bottom).
-    pub(super) base: u64,
+    base: u64,
 }
 
 /// The background work due next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Next {
+pub(super) enum Plan {
     /// Merge the `n` newest segments of `table` into one.
     Tiered { table: usize, n: usize },
-    /// Drain `table`'s upper segments into its partitions.
+    /// Start draining `table`'s upper segments into its partitions.
     Drain { table: usize },
+    /// The next job of the drain in progress.
+    DrainNext,
 }
 
 /// The background merge due next: a drain of the table whose upper segments are the largest
@@ -108,7 +230,7 @@ pub(super) enum Next {
 /// where it merges at least two; otherwise a drain of the table with the most upper segments,
 /// among those with more than MAX_SEGMENTS_PER_TABLE of them (their segments are too large
 /// for the budget to merge, so only a drain can take them).
-pub(super) fn next_background_merge(tables: &[Shape], budget: u64) -> Option<Next> {
+fn next_background_merge(tables: &[Shape], budget: u64) -> Option<Plan> {
     drain_due(tables)
         .or_else(|| tiered_background_merge(tables, budget))
         .or_else(|| {
@@ -117,13 +239,13 @@ pub(super) fn next_background_merge(tables: &[Shape], budget: u64) -> Option<Nex
                 .enumerate()
                 .filter(|(_, s)| s.upper.len() > MAX_SEGMENTS_PER_TABLE)
                 .max_by_key(|(i, s)| (s.upper.len(), std::cmp::Reverse(*i)))?;
-            Some(Next::Drain { table })
+            Some(Plan::Drain { table })
         })
 }
 
 /// The tiered part of [`next_background_merge`] (upper segments only, at most `budget` bytes
 /// in all).
-pub(super) fn tiered_background_merge(tables: &[Shape], budget: u64) -> Option<Next> {
+fn tiered_background_merge(tables: &[Shape], budget: u64) -> Option<Plan> {
     // (table index, segments to merge, the table's upper segment count)
     let mut best: Option<(usize, usize, usize)> = None;
     for (i, shape) in tables.iter().enumerate() {
@@ -152,14 +274,14 @@ pub(super) fn tiered_background_merge(tables: &[Shape], budget: u64) -> Option<N
             best = Some((i, within + 1, lens.len()));
         }
     }
-    best.map(|(table, n, _)| Next::Tiered { table, n })
+    best.map(|(table, n, _)| Plan::Tiered { table, n })
 }
 
 /// The table to drain by bytes, if any: among those whose upper segments hold at least
 /// 1/MERGE_RATIO of their partitions' bytes (the tiered rule's step, for young tables), or at
 /// least 1/SPACE_RATIO of them and SPACE_MIN_BYTES (the space rule, which drops what the upper
 /// segments delete or overwrite), the one where that share is largest.
-fn drain_due(tables: &[Shape]) -> Option<Next> {
+fn drain_due(tables: &[Shape]) -> Option<Plan> {
     // (table index, upper bytes, base bytes)
     let mut best: Option<(usize, u64, u64)> = None;
     for (i, shape) in tables.iter().enumerate() {
@@ -176,7 +298,7 @@ fn drain_due(tables: &[Shape]) -> Option<Next> {
             best = Some((i, upper, base));
         }
     }
-    best.map(|(table, _, _)| Next::Drain { table })
+    best.map(|(table, _, _)| Plan::Drain { table })
 }
 
 /// How many partitions (file lengths `lens`, in key order) one drain job takes from the first:
@@ -292,7 +414,7 @@ mod tests {
             vec![50, 60, 200, 5_000], // due, and the most segments: 50+60, +200, stops at 5,000
             vec![],                   // empty tables are skipped
         ];
-        let tiered = |table, n| Some(Next::Tiered { table, n });
+        let tiered = |table, n| Some(Plan::Tiered { table, n });
         assert_eq!(
             next_background_merge(&uppers(&tables), u64::MAX),
             tiered(2, 3)
@@ -340,12 +462,12 @@ mod tests {
         let space = shape(&[8 * M, 12 * M], 80 * M);
         // A tiered merge due in a table with more segments: 2 × 10 ≥ 15, then 2 × 25 < 100.
         let tiered = shape(&[10, 15, 100], 1_000_000);
-        let drain = |table| Some(Next::Drain { table });
+        let drain = |table| Some(Plan::Drain { table });
         let tables = [none.clone(), space.clone(), tiered.clone()];
         assert_eq!(next_background_merge(&tables, u64::MAX), drain(1));
         assert_eq!(
             next_background_merge(&[none, tiered], u64::MAX),
-            Some(Next::Tiered { table: 1, n: 2 })
+            Some(Plan::Tiered { table: 1, n: 2 })
         );
         // Of two tables due, the one whose upper segments are the larger share.
         let larger = shape(&[30 * M], 80 * M);
@@ -371,11 +493,11 @@ mod tests {
         let three = shape(&[100, 150, 300, 10_000]);
         assert_eq!(
             next_background_merge(std::slice::from_ref(&three), u64::MAX),
-            Some(Next::Tiered { table: 0, n: 3 })
+            Some(Plan::Tiered { table: 0, n: 3 })
         );
         assert_eq!(
             next_background_merge(std::slice::from_ref(&three), 300),
-            Some(Next::Tiered { table: 0, n: 2 })
+            Some(Plan::Tiered { table: 0, n: 2 })
         );
         // Segments each at the budget: no tiered merge fits; with more than
         // MAX_SEGMENTS_PER_TABLE of them the table is drained instead.
@@ -392,7 +514,7 @@ mod tests {
                 ],
                 300
             ),
-            Some(Next::Drain { table: 1 })
+            Some(Plan::Drain { table: 1 })
         );
     }
 
