@@ -13,12 +13,10 @@ use crate::root::{self, gen_name, Kind};
 use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder};
 use crate::version::{order_disjoint_tail, partitions, TableVersion, Version};
 
-use super::merge::merge_into;
+use super::hooks::{broken_ack_before_snapshot, fail_point};
 use super::policy;
-use super::{
-    broken_ack_before_snapshot, fail_point, CommitInfo, Env, WriterState, MANIFEST_FILE,
-    RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
-};
+use super::segment_writer::merge_into;
+use super::{CommitInfo, Env, WriterState, MANIFEST_FILE, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT};
 
 const MANIFEST_TMP_FILE: &str = "MANIFEST.tmp";
 

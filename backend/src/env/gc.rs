@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use crate::error::Error;
 use crate::root::gen_name;
 
-use super::{fail_point, Env};
+use super::hooks::fail_point;
+use super::Env;
 
 /// Deleted generations after which the filesystem is asked to reclaim their space.
 const MAX_UNRECLAIMED_GENERATIONS: u64 = 8;

@@ -1,6 +1,8 @@
 //! Background merge work in flight (design.md §3.1): the job running now, and the drain of a
 //! table's upper segments into its partitions, which takes several jobs (`merge.rs` starts,
-//! runs and installs them).
+//! and installs them, `worker.rs` runs them).
+
+use super::segment_writer::Output;
 
 /// A background merge writing `compact/<seq>.seg` files, one at a time; `H` is the worker's
 /// handle on it (`worker::Pending`, named by the users so that this file needs nothing of the
@@ -27,14 +29,6 @@ pub(super) struct Drain {
     pub(super) upper: Vec<u64>,
     /// Every key below this is merged into the partitions (`None`: nothing yet).
     pub(super) cursor: Option<Vec<u8>>,
-}
-
-/// One file a job wrote in `compact/`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Output {
-    pub(super) seq: u64,
-    pub(super) entries: u64,
-    pub(super) file_len: u64,
 }
 
 /// What a finished job produced.

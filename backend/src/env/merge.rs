@@ -1,48 +1,21 @@
-//! Background merges (design.md §3.1): starting the work the policy says is due (a tiered
-//! merge of upper segments, or the next job of a table's drain into its partitions), the worker
-//! that writes it to `compact/`, and swapping its result in at the next commit (step 1); and
-//! the k-way merge that commits and merges share.
+//! Background merges seen from the writer (design.md §3.1): starting the work the policy
+//! plans (`policy::background_plan`: a tiered merge of upper segments, or the next job of a
+//! table's drain into its partitions) on the worker (`worker.rs`), and swapping its result in
+//! at the next commit (step 1).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::fs::Fs;
-use crate::iter::{MemWalk, MergeIter};
-use crate::memtable::Memtable;
-use crate::segment::{self, key_cmp, CacheUse, FileSink, Segment, SegmentBuilder, SegmentSink};
-
-use super::policy::{self, Plan};
+use crate::segment::{self, key_cmp, Segment};
 use crate::version::{run_position, TableVersion, Version};
 
-use super::job::{Drain, DrainStep, MergeJob, Merged, Output};
-use super::{fail_point, CommitInfo, Env, WriterState};
-
-/// What a background thread is given to do.
-struct Work {
-    fs: Arc<dyn Fs>,
-    compact: PathBuf,
-    mode: u32,
-    /// First sequence number for outputs, and how many may be used.
-    first_seq: u64,
-    seqs: u64,
-    part_bytes: u64,
-    kind: WorkKind,
-}
-
-enum WorkKind {
-    /// Merge these (the newest segments of a table, newest first) into one segment.
-    Tiered(Vec<Arc<Segment>>),
-    /// The next job of a drain.
-    Drain {
-        /// The drained segments, newest first.
-        upper: Vec<Arc<Segment>>,
-        /// The partitions from the first one holding a key at or above `cursor`, in key order.
-        parts: Vec<Arc<Segment>>,
-        cursor: Option<Vec<u8>>,
-        job_bytes: u64,
-    },
-}
+use super::hooks::fail_point;
+use super::job::{Drain, DrainStep, MergeJob};
+use super::policy::{self, Plan};
+use super::segment_writer::Target;
+use super::worker::{Pending, Work, WorkKind};
+use super::{CommitInfo, Env, WriterState};
 
 impl Env {
     /// Start the background work due next, called by a commit after publishing when no job
@@ -123,12 +96,14 @@ impl Env {
             WorkKind::Drain { .. } => policy::DRAIN_JOB_SEQS,
         };
         let work = Work {
-            fs: self.fs.clone(),
-            compact: self.compact.clone(),
-            mode: self.file_mode,
-            first_seq: writer.next_seq,
-            seqs,
-            part_bytes: self.merges.partition_bytes,
+            target: Target {
+                fs: self.fs.clone(),
+                dir: self.compact.clone(),
+                mode: self.file_mode,
+                first_seq: writer.next_seq,
+                seqs,
+                part_bytes: self.merges.partition_bytes,
+            },
             kind,
         };
         writer.next_seq += seqs;
@@ -156,7 +131,7 @@ impl Env {
     pub(super) fn install_merge(
         &self,
         writer: &mut WriterState,
-        job: MergeJob<super::worker::Pending>,
+        job: MergeJob<Pending>,
         tables: &mut [TableVersion],
         retired: &mut Vec<Arc<Segment>>,
         info: &mut CommitInfo,
@@ -244,226 +219,4 @@ impl Env {
             }
         }
     }
-}
-
-impl Work {
-    /// Runs on the merge thread. On failure the files it wrote are deleted (best effort; open
-    /// deletes whatever `compact/` holds).
-    fn run(self) -> Result<Merged> {
-        let mut out = Outputs {
-            work: &self,
-            builder: None,
-            done: Vec::new(),
-            done_bytes: 0,
-        };
-        let r = match &self.kind {
-            WorkKind::Tiered(inputs) => out
-                .merge_range(inputs, None, None, false, None)
-                .map(|_| (inputs.iter().map(|s| s.seq).collect(), DrainStep::None)),
-            WorkKind::Drain {
-                upper,
-                parts,
-                cursor,
-                job_bytes,
-            } => drain_job(&mut out, upper, parts, cursor.clone(), *job_bytes),
-        };
-        let r = r.and_then(|(replaced, drain)| {
-            let outputs = out.finish()?;
-            fail_point("merge::after_write");
-            Ok(Merged {
-                replaced,
-                outputs,
-                drain,
-            })
-        });
-        if r.is_err() {
-            for seq in self.first_seq..self.first_seq + self.seqs {
-                let path = self.compact.join(segment::file_name(seq));
-                if path.exists() {
-                    let _ = self.fs.remove_file(&path);
-                }
-            }
-        }
-        r
-    }
-}
-
-/// One drain job: from `cursor`, skip the partitions whose range holds no key of the drained
-/// segments `upper` (they stay as they are), then merge the next partitions, up to `job_bytes`
-/// of them, with `upper`'s entries in their range. Partition `i`'s range runs from the end of
-/// the previous one's (the cursor, for the first) to the next partition's smallest key (to the
-/// end, for the last). Returns the partitions replaced and the drain's step.
-fn drain_job(
-    out: &mut Outputs<'_>,
-    upper: &[Arc<Segment>],
-    parts: &[Arc<Segment>],
-    mut lo: Option<Vec<u8>>,
-    job_bytes: u64,
-) -> Result<(Vec<u64>, DrainStep)> {
-    let upper_key_in = |lo: Option<&[u8]>, hi: Option<&[u8]>| -> Result<bool> {
-        let mut it = MergeIter::new_using(upper, CacheUse::Bypass);
-        match lo {
-            Some(k) => it.seek(k, true)?,
-            None => it.rewind()?,
-        }
-        let empty = Memtable::new();
-        Ok(it
-            .next(&mut MemWalk::new(&empty), false)?
-            .is_some_and(|(k, _)| hi.is_none_or(|h| key_cmp(k, h).is_lt())))
-    };
-    let mut first = 0;
-    while first < parts.len() {
-        let hi = parts.get(first + 1).map(|s| &s.min_key[..]);
-        if upper_key_in(lo.as_deref(), hi)? {
-            break;
-        }
-        match hi {
-            Some(h) => lo = Some(h.to_vec()),
-            // Nothing of `upper` from the cursor on: the drain is complete.
-            None => return Ok((Vec::new(), DrainStep::Done)),
-        }
-        first += 1;
-    }
-    let rest = parts.get(first..).unwrap_or_default();
-    let lens: Vec<u64> = rest.iter().map(|s| s.file_len).collect();
-    let (taken, after) = rest.split_at(policy::drain_job_len(&lens, job_bytes));
-    let hi = after.first().map(|s| s.min_key.to_vec());
-    let mut inputs = upper.to_vec();
-    inputs.extend_from_slice(taken);
-    // Where the drained segments are dense beyond the partitions taken (new keys above every
-    // partition, while a table fills), the job stops once it has written its budget: the
-    // next one goes on from the first key it left.
-    let cut = Cut {
-        after: taken.last().map(|s| &s.max_key[..]),
-        bytes: job_bytes,
-    };
-    let stopped = out.merge_range(&inputs, lo.as_deref(), hi.as_deref(), true, Some(cut))?;
-    let replaced = taken.iter().map(|s| s.seq).collect();
-    let step = match stopped.or(hi) {
-        Some(next) => DrainStep::Continues(next),
-        None => DrainStep::Done,
-    };
-    Ok((replaced, step))
-}
-
-/// Where a drain job may stop short of its range's end: at a key above `after` (the largest
-/// key of the partitions it replaces), once its files hold `bytes`.
-#[derive(Debug, Clone, Copy)]
-struct Cut<'a> {
-    after: Option<&'a [u8]>,
-    bytes: u64,
-}
-
-/// The files a job writes, split at the partition size while it has sequence numbers left.
-struct Outputs<'w> {
-    work: &'w Work,
-    builder: Option<(u64, SegmentBuilder<FileSink<'w>>)>,
-    done: Vec<Output>,
-    /// Bytes of the files in `done`.
-    done_bytes: u64,
-}
-
-impl<'w> Outputs<'w> {
-    /// Merge `inputs` (newest first) from `lo` (inclusive) up to `hi` (exclusive) into the
-    /// outputs, dropping tombstones with `bottom` (nothing older lies below the inputs there).
-    /// With `cut`, returns the key it stopped at, if it stopped there (that key not written).
-    fn merge_range(
-        &mut self,
-        inputs: &[Arc<Segment>],
-        lo: Option<&[u8]>,
-        hi: Option<&[u8]>,
-        bottom: bool,
-        cut: Option<Cut<'_>>,
-    ) -> Result<Option<Vec<u8>>> {
-        // A merge's result does not go into the block cache (it would push out the blocks the
-        // slasher reads now, for a segment that is not live yet): its first readers load it.
-        let mut it = MergeIter::new_using(inputs, CacheUse::Bypass);
-        if let Some(k) = lo {
-            it.seek(k, true)?;
-        }
-        let empty = Memtable::new();
-        let mut mem = MemWalk::new(&empty);
-        while let Some((key, value)) = it.next(&mut mem, bottom)? {
-            if hi.is_some_and(|h| key_cmp(key, h).is_ge()) {
-                break;
-            }
-            let stop = cut.is_some_and(|c| {
-                self.bytes() >= c.bytes && c.after.is_none_or(|a| key_cmp(key, a).is_gt())
-            });
-            if stop {
-                return Ok(Some(key.to_vec()));
-            }
-            self.add(key, value)?;
-        }
-        Ok(None)
-    }
-
-    /// Bytes written so far (the file being written: about).
-    fn bytes(&self) -> u64 {
-        self.done_bytes + self.builder.as_ref().map_or(0, |(_, b)| b.approx_bytes())
-    }
-
-    fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let w = self.work;
-        let full = self.builder.as_ref().is_some_and(|(_, b)| {
-            b.approx_bytes() >= w.part_bytes && (self.done.len() as u64) + 1 < w.seqs
-        });
-        if full {
-            self.finish_one()?;
-        }
-        let (_, builder) = match &mut self.builder {
-            Some(b) => b,
-            None => {
-                let seq = w.first_seq + self.done.len() as u64;
-                let path = w.compact.join(segment::file_name(seq));
-                let sink = FileSink::new(&*w.fs, &path, w.mode, None);
-                self.builder.insert((seq, SegmentBuilder::new(sink)))
-            }
-        };
-        builder.add(key, value)
-    }
-
-    /// Finish the file being written, waiting for its write-back so that a write error is
-    /// reported here and the commit that swaps it in has nothing left to wait for.
-    fn finish_one(&mut self) -> Result<()> {
-        let Some((seq, builder)) = self.builder.take() else {
-            return Ok(());
-        };
-        let entries = builder.entries();
-        let (file_len, _) = builder.finish()?;
-        let path = self.work.compact.join(segment::file_name(seq));
-        self.work
-            .fs
-            .write_back(&path)
-            .map_err(|e| Error::io("write back", &path, e))?;
-        self.done_bytes += file_len;
-        self.done.push(Output {
-            seq,
-            entries,
-            file_len,
-        });
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<Vec<Output>> {
-        self.finish_one()?;
-        Ok(self.done)
-    }
-}
-
-/// Merge the memtable (newest) with `inputs` (newest first) into `builder`, reading the
-/// inputs' blocks through the cache as `cache_use` says.
-pub(super) fn merge_into<S: SegmentSink>(
-    builder: &mut SegmentBuilder<S>,
-    mem: &Memtable,
-    inputs: &[Arc<Segment>],
-    drop_tombstones: bool,
-    cache_use: CacheUse,
-) -> Result<()> {
-    let mut it = MergeIter::new_using(inputs, cache_use);
-    let mut mem = MemWalk::new(mem);
-    while let Some((key, value)) = it.next(&mut mem, drop_tombstones)? {
-        builder.add(key, value)?;
-    }
-    Ok(())
 }

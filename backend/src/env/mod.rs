@@ -8,11 +8,13 @@
 
 mod commit;
 mod gc;
+mod hooks;
 mod job;
 mod merge;
 mod policy;
 mod recovery;
 mod retire;
+mod segment_writer;
 mod spill;
 mod worker;
 
@@ -272,24 +274,6 @@ impl std::fmt::Debug for ReadHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ReadHook")
     }
-}
-
-/// Test-only: acknowledge commits before their snapshot exists (the snapshot is taken at the
-/// start of the next commit). Deliberately breaks durability so the power-loss and kill tests
-/// can prove they catch a store that acknowledges too early. Only with feature `testing`.
-fn broken_ack_before_snapshot() -> bool {
-    cfg!(feature = "testing") && std::env::var_os("BUTTER_BROKEN_ACK_BEFORE_SNAPSHOT").is_some()
-}
-
-fn fail_point(name: &str) {
-    #[cfg(feature = "testing")]
-    {
-        if std::env::var("BUTTER_FAILPOINT").is_ok_and(|v| v == name) {
-            eprintln!("butter_db: fail point {name} reached, aborting");
-            std::process::abort();
-        }
-    }
-    let _ = name;
 }
 
 impl Env {

@@ -24,10 +24,10 @@ use crate::sys;
 use crate::version::{partitions, TableVersion, Version};
 
 use super::commit::write_manifest;
+use super::hooks::fail_point;
 use super::policy::Settings;
 use super::{
-    fail_point, Env, EnvBuilder, WriterState, MANIFEST_FILE, NEXT_ENV_ID, RECLAIM_WAIT,
-    SEGMENT_TABLE_FORMAT,
+    Env, EnvBuilder, WriterState, MANIFEST_FILE, NEXT_ENV_ID, RECLAIM_WAIT, SEGMENT_TABLE_FORMAT,
 };
 
 impl Env {

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::segment::{self, CacheUse, FileSink, Segment, SegmentBuilder};
 
-use super::merge::merge_into;
+use super::segment_writer::merge_into;
 use super::{Env, WriterState};
 
 /// The most runs one table's spills keep: a spill that would leave more merges the newest
@@ -68,7 +68,7 @@ impl Env {
         let lens: Vec<u64> = runs.iter().map(|s| s.file_len).collect();
         let merged = spill_merge_count(mem.bytes(), &lens);
         let inputs = runs.get(..merged).unwrap_or_default();
-        super::fail_point("spill::before_write");
+        super::hooks::fail_point("spill::before_write");
         let seq = writer.next_seq;
         writer.next_seq += 1;
         let path = self.live.join(segment::file_name(seq));
@@ -93,7 +93,7 @@ impl Env {
                 }
             }
         }
-        super::fail_point("spill::after_write");
+        super::hooks::fail_point("spill::after_write");
         Ok((built?, merged))
     }
 
