@@ -1,7 +1,7 @@
 //! How merges grow with a table: one table shaped like one of the slasher's large ones, filled
 //! to SIZE MiB of live entries and then written on at that size (the history has wrapped).
 //! Merges run in the background, but each commit first waits for the running one
-//! (`Compaction::BackgroundWaited`): the figures are those of a writer whose merges keep up (the
+//! (`Merges::BackgroundWaited`): the figures are those of a writer whose merges keep up (the
 //! slasher's 12 s between batches), the same on a loaded machine. Prints one line: what the commits wrote, what the background
 //! merges wrote, the largest merge one commit swapped in, the filesystem's peak usage after a
 //! commit (old generations btrfs has not reclaimed yet included) and the table's files at the
@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use butter_db::{Compaction, Env};
+use butter_db::{Env, Merges};
 
 /// Bytes an entry takes in a segment besides its key and value (design.md §1).
 const ENTRY_HEADER: u64 = 6;
@@ -67,7 +67,7 @@ fn main() {
     assert!(!dir.exists(), "{} exists", dir.display());
     let used_before = fs_used(Path::new(&base));
     let env = Env::builder(&dir)
-        .compaction(Compaction::BackgroundWaited)
+        .merges(Merges::BackgroundWaited)
         .open()
         .expect("open");
     let t = env.create_table("t").expect("table");

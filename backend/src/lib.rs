@@ -41,7 +41,7 @@ mod sys;
 mod txn;
 mod version;
 
-pub use env::{CommitInfo, Compaction, Env, EnvBuilder};
+pub use env::{CommitInfo, Env, EnvBuilder, Merges};
 pub use error::{Error, Result};
 pub use root::{holds_only_database_remains, lock_held};
 pub use txn::{Cursor, ReadTxn, TableHandle, WriteTxn};

@@ -117,7 +117,7 @@ impl Memtable {
     }
 
     /// The bytes its entries would take in a segment, give or take: each key and live value
-    /// plus 6. The merge policy sizes a commit's merge by it (`env/compaction.rs`); counted
+    /// plus 6. The merge policy sizes a commit's merge by it (`env/policy.rs`); counted
     /// as entries come and go, because walking a cold batch's 1.1M entries at every commit
     /// had been 1.6 % of `backend/examples/rewrite.rs`'s samples.
     pub(crate) fn bytes(&self) -> u64 {

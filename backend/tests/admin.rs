@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use butter_db::admin::{self, NewCopy, Snapshot};
 use butter_db::fs::BtrfsFs;
-use butter_db::{Compaction, Env, Error};
+use butter_db::{Env, Error, Merges};
 
 fn make_db(dir: &Path, commits: u8) -> Env {
     let env = Env::open_path(dir).unwrap();
@@ -140,10 +140,7 @@ fn database_bytes_are_the_newest_generations_files() {
     };
     let db = dir.path.join("db");
     // Inline merges: no background output in `compact/` to count beside the live files.
-    let env = Env::builder(&db)
-        .compaction(Compaction::Inline)
-        .open()
-        .unwrap();
+    let env = Env::builder(&db).merges(Merges::Inline).open().unwrap();
     let t = env.create_table("t").unwrap();
     for i in 0..3u8 {
         let mut txn = env.begin_write().unwrap();

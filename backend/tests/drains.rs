@@ -7,16 +7,16 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use butter_db::{Compaction, Env, TableHandle};
+use butter_db::{Env, Merges, TableHandle};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 const PART: u64 = 32 << 10;
 const JOB: u64 = 128 << 10;
 
-fn open(dir: &std::path::Path, mode: Compaction) -> Env {
+fn open(dir: &std::path::Path, mode: Merges) -> Env {
     Env::builder(dir)
-        .compaction(mode)
+        .merges(mode)
         .merge_sizes(PART, JOB)
         .open()
         .unwrap()
@@ -55,7 +55,7 @@ struct Run {
 
 /// `commits` transactions of `shape` (attesters-like or chunk-like), checking the contents
 /// against a model every 25 commits and after reopening.
-fn run(name: &str, mode: Compaction, commits: u64, attesters: bool) -> Option<Run> {
+fn run(name: &str, mode: Merges, commits: u64, attesters: bool) -> Option<Run> {
     let dir = common::btrfs_dir(&format!("drains-{name}"))?;
     let env = open(&dir.path, mode);
     let t = env.create_table("t").unwrap();
@@ -163,7 +163,7 @@ fn run(name: &str, mode: Compaction, commits: u64, attesters: bool) -> Option<Ru
 fn an_appended_and_pruned_table_is_drained_a_range_at_a_time() {
     // 60 epochs × 300 keys of 24 bytes (~600 KiB of entries, ~20 partitions) once the window
     // is full, then 140 more epochs that wrap it.
-    let Some(r) = run("attesters", Compaction::BackgroundWaited, 200, true) else {
+    let Some(r) = run("attesters", Merges::BackgroundWaited, 200, true) else {
         return;
     };
     println!("attesters: {r:?}");
@@ -182,7 +182,7 @@ fn an_appended_and_pruned_table_is_drained_a_range_at_a_time() {
 
 #[test]
 fn a_table_overwritten_everywhere_is_drained_within_the_job_budget() {
-    for mode in [Compaction::BackgroundWaited, Compaction::Background] {
+    for mode in [Merges::BackgroundWaited, Merges::Background] {
         let Some(r) = run(&format!("chunks-{mode:?}"), mode, 150, false) else {
             return;
         };
@@ -191,7 +191,7 @@ fn a_table_overwritten_everywhere_is_drained_within_the_job_budget() {
         // Only where every commit waits for the merge: with the merge thread at idle priority
         // on a loaded machine, a drain can start late over more upper bytes than the policy
         // meant, and a job's share of them grows with that.
-        if mode == Compaction::BackgroundWaited {
+        if mode == Merges::BackgroundWaited {
             assert!(
                 r.largest_install <= 2 * JOB + 2 * PART,
                 "{mode:?}: one merge wrote {} bytes: {r:?}",

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use butter_db::fs::{BtrfsFs, Fs};
-use butter_db::{Compaction, Env, Error};
+use butter_db::{Env, Error, Merges};
 
 /// A database with one table and a few commits, closed again.
 fn make_db(dir: &Path, commits: u8) {
@@ -233,7 +233,7 @@ fn files_are_private_unless_group_access() {
         let db = dir.path.join(format!("db-{group}"));
         let env = Env::builder(&db)
             .group_access(group)
-            .compaction(Compaction::BackgroundWaited)
+            .merges(Merges::BackgroundWaited)
             .open()
             .expect("open");
         let t = env.create_table("t").unwrap();
@@ -307,7 +307,7 @@ fn disk_full_from_deleted_generations_recovers() {
     let mnt = small_btrfs(&dir.path, 300);
     let db = mnt.path.join("db");
     let env = Env::builder(&db)
-        .compaction(Compaction::Inline)
+        .merges(Merges::Inline)
         .open()
         .expect("open");
     let t = env.create_table("t").unwrap();

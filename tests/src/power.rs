@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use butter_db::{Compaction, Env};
+use butter_db::{Env, Merges};
 use slasher_adapters::DatabaseBackend;
 
 use crate::adapter_workload::{self, CHILD_BACKEND};
@@ -233,7 +233,7 @@ pub fn child_main() {
         std::io::Write::flush(&mut std::io::stdout()).expect("stdout");
     };
     let opened = Env::builder(PathBuf::from(&db))
-        .compaction(Compaction::BackgroundWaited)
+        .merges(Merges::BackgroundWaited)
         .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
         .memtable_bytes(SMALL_MEMTABLE)
         .open();

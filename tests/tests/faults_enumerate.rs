@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use butter_db::fs::{FaultPlan, FaultTiming, FaultyFs};
-use butter_db::{Compaction, Env, Error};
+use butter_db::{Env, Error, Merges};
 use butter_tests::harness::{btrfs_dir, remove_db_dir};
 use butter_tests::workload::{butter_apply, butter_state, Workload, SMALL_MEMTABLE, SMALL_MERGES};
 
@@ -111,7 +111,7 @@ fn check_case(
     // so the merge's operations (write, write-back, clone, unlink) are numbered the same in
     // every run and are swept like the commit's own.
     match Env::builder(dir)
-        .compaction(Compaction::BackgroundWaited)
+        .merges(Merges::BackgroundWaited)
         .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
         .memtable_bytes(SMALL_MEMTABLE)
         .with_fs(fs.clone() as Arc<dyn butter_db::fs::Fs>)
@@ -186,7 +186,7 @@ fn fail_every_operation() {
     // The sweep covers background merges only if the workload makes some.
     let healthy = base.join("healthy");
     let env = Env::builder(&healthy)
-        .compaction(Compaction::BackgroundWaited)
+        .merges(Merges::BackgroundWaited)
         .merge_sizes(SMALL_MERGES.0, SMALL_MERGES.1)
         .memtable_bytes(SMALL_MEMTABLE)
         .open()

@@ -138,7 +138,7 @@ impl Env {
     }
 
     /// Step 1: swap in a finished background merge (already written back). With
-    /// `Compaction::BackgroundWaited` a running merge is waited for.
+    /// `Merges::BackgroundWaited` a running merge is waited for.
     fn step1_install_merge(&self, writer: &mut WriterState, draft: &mut Draft) -> Result<()> {
         if let Some(job) = writer.merge.take() {
             if self.merges.mode.waits_for_merges() || job.handle.is_finished() {

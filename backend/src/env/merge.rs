@@ -98,7 +98,7 @@ impl Env {
         let work = Work {
             target: Target {
                 fs: self.fs.clone(),
-                dir: self.compact.clone(),
+                dir: self.merge_dir.clone(),
                 mode: self.file_mode,
                 first_seq: writer.next_seq,
                 seqs,
@@ -168,14 +168,14 @@ impl Env {
             log::error!("a background merge's inputs went away; its output is dropped");
             writer.drain = None;
             for o in &merged.outputs {
-                self.discard_merge_file(&self.compact.join(segment::file_name(o.seq)));
+                self.discard_merge_file(&self.merge_dir.join(segment::file_name(o.seq)));
             }
             return Ok(());
         };
         let mut replacement = Vec::new();
         let mut job_bytes = 0;
         for o in &merged.outputs {
-            let work_path = self.compact.join(segment::file_name(o.seq));
+            let work_path = self.merge_dir.join(segment::file_name(o.seq));
             let path = self.live.join(segment::file_name(o.seq));
             self.fs
                 .clone_file(&work_path, &path, self.file_mode)

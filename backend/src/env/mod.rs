@@ -34,7 +34,7 @@ use crate::segment::{self, BlockCache, Segment};
 use crate::version::{run_position, Version};
 
 use job::{Drain, MergeJob};
-pub use policy::Compaction;
+pub use policy::Merges;
 use policy::Settings;
 
 /// Name of the manifest inside `live/` and every `gen-N/`.
@@ -93,7 +93,7 @@ pub struct EnvBuilder {
     block_cache_bytes: Option<usize>,
     /// `None`: [`crate::memory::default_memtable_bytes`] of the memory available at open.
     memtable_bytes: Option<u64>,
-    compaction: Compaction,
+    merges: Merges,
     group_access: bool,
     /// (partition bytes, drain job bytes), `policy::PARTITION_BYTES` and
     /// `DRAIN_JOB_BYTES` unless a test sets them.
@@ -108,7 +108,7 @@ impl EnvBuilder {
             path: path.into(),
             block_cache_bytes: None,
             memtable_bytes: None,
-            compaction: Compaction::Background,
+            merges: Merges::Background,
             group_access: false,
             merge_sizes: (policy::PARTITION_BYTES, policy::DRAIN_JOB_BYTES),
             fs: Arc::new(BtrfsFs),
@@ -145,9 +145,9 @@ impl EnvBuilder {
         self
     }
 
-    /// Where segment merges run (default [`Compaction::Background`]).
-    pub fn compaction(mut self, compaction: Compaction) -> Self {
-        self.compaction = compaction;
+    /// Where segment merges run (default [`Merges::Background`]).
+    pub fn merges(mut self, merges: Merges) -> Self {
+        self.merges = merges;
         self
     }
 
@@ -231,7 +231,9 @@ pub struct Env {
     pub(crate) id: u64,
     root: PathBuf,
     live: PathBuf,
-    compact: PathBuf,
+    /// `compact/`, where background merges write their files (the directory's name is part of
+    /// the on-disk format).
+    merge_dir: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
     /// [`Env::memtable_budget`].
@@ -397,7 +399,7 @@ impl Drop for Env {
         if let Some(job) = self.writer.get_mut().merge.take() {
             if let Ok(Ok(merged)) = job.handle.join() {
                 for o in merged.outputs {
-                    self.discard_merge_file(&self.compact.join(segment::file_name(o.seq)));
+                    self.discard_merge_file(&self.merge_dir.join(segment::file_name(o.seq)));
                 }
             }
         }

@@ -16,7 +16,7 @@ use super::job::Drain;
 /// Where segment merges run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum Compaction {
+pub enum Merges {
     /// A commit merges its memtable only with small newest segments (at most
     /// 4x the memtable's bytes); larger merges run on a background thread, one at a time,
     /// and the next commit after one finishes swaps its output in. The default: a commit's
@@ -32,11 +32,11 @@ pub enum Compaction {
     Inline,
 }
 
-impl Compaction {
+impl Merges {
     /// Whether every commit waits for the running merge (`BackgroundWaited`).
     pub(super) fn waits_for_merges(self) -> bool {
         #[cfg(feature = "testing")]
-        if self == Compaction::BackgroundWaited {
+        if self == Merges::BackgroundWaited {
             return true;
         }
         false
@@ -47,13 +47,13 @@ impl Compaction {
 /// ([`PARTITION_BYTES`] and [`DRAIN_JOB_BYTES`] unless a test sets them).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Settings {
-    pub(super) mode: Compaction,
+    pub(super) mode: Merges,
     pub(super) partition_bytes: u64,
     pub(super) drain_job_bytes: u64,
 }
 
 /// Merges keep a table at about this many segments; with merges inside the commit
-/// ([`Compaction::Inline`]) it is a hard limit.
+/// ([`Merges::Inline`]) it is a hard limit.
 const MAX_SEGMENTS_PER_TABLE: usize = 8;
 /// With background merges, a commit merges whatever it must to stay at or below this many
 /// segments per table (the background thread has fallen behind).
@@ -110,7 +110,7 @@ pub(super) fn commit_merge(
             .last()
             .is_some_and(|s| s.file_len < settings.partition_bytes);
     let upper = match settings.mode {
-        Compaction::Inline => segments.len(),
+        Merges::Inline => segments.len(),
         _ if small => segments.len(),
         _ => segments.len() - parts,
     };
@@ -129,7 +129,7 @@ pub(super) fn orders_disjoint_tail(segments: &[Arc<Segment>], pinned: Option<usi
 }
 
 /// The background merge to start now that none runs ([`Plan`]): nothing with
-/// [`Compaction::Inline`]. Without a `drain`: a drain or a tiered merge, as
+/// [`Merges::Inline`]. Without a `drain`: a drain or a tiered merge, as
 /// [`next_background_merge`] says. During a drain: a tiered merge of the segments above it if
 /// one is due, else the drain's next job. Tiered merges write at most a drain job's budget.
 pub(super) fn background_plan(
@@ -137,7 +137,7 @@ pub(super) fn background_plan(
     drain: Option<&Drain>,
     settings: &Settings,
 ) -> Option<Plan> {
-    if settings.mode == Compaction::Inline {
+    if settings.mode == Merges::Inline {
         return None;
     }
     let shapes: Vec<Shape> = version
@@ -177,9 +177,9 @@ fn file_lens(segments: &[Arc<Segment>]) -> Vec<u64> {
 /// with a memtable of `mem_bytes`: the tiered rule, limited to the first `free` segments
 /// (those no background merge reads) and, with background merges, to COMMIT_MERGE_BUDGET
 /// times the memtable's bytes.
-fn commit_merge_count(compaction: Compaction, mem_bytes: u64, lens: &[u64], free: usize) -> usize {
-    match compaction {
-        Compaction::Inline => tiered_count(
+fn commit_merge_count(mode: Merges, mem_bytes: u64, lens: &[u64], free: usize) -> usize {
+    match mode {
+        Merges::Inline => tiered_count(
             mem_bytes,
             lens,
             free,
@@ -350,47 +350,44 @@ mod tests {
         // 100 bytes gathered: a 150-byte segment joins (2 × 100 ≥ 150), then 250 gathered
         // takes the 400-byte one (500 ≥ 400), then 650 stops at 2,000.
         let lens = [150, 400, 2_000];
-        assert_eq!(commit_merge_count(Compaction::Inline, 100, &lens, 3), 2);
+        assert_eq!(commit_merge_count(Merges::Inline, 100, &lens, 3), 2);
         // A larger first segment stops the run at once: the memtable becomes its own segment.
-        assert_eq!(
-            commit_merge_count(Compaction::Inline, 100, &[201, 10], 2),
-            0
-        );
+        assert_eq!(commit_merge_count(Merges::Inline, 100, &[201, 10], 2), 0);
         // Segments a background merge reads (beyond `free`) never join.
-        assert_eq!(commit_merge_count(Compaction::Inline, 100, &lens, 1), 1);
+        assert_eq!(commit_merge_count(Merges::Inline, 100, &lens, 1), 1);
     }
 
     #[test]
     fn background_commits_stay_within_their_budget_until_a_table_has_too_many_segments() {
         // Inline merges the 900-byte segment; in the background mode it is over 4 × 300.
         let lens = [300, 900];
-        assert_eq!(commit_merge_count(Compaction::Inline, 300, &lens, 2), 2);
-        assert_eq!(commit_merge_count(Compaction::Background, 300, &lens, 2), 1);
+        assert_eq!(commit_merge_count(Merges::Inline, 300, &lens, 2), 2);
+        assert_eq!(commit_merge_count(Merges::Background, 300, &lens, 2), 1);
         // With the hard limit reached, a commit merges even what the budget excludes.
         let many = vec![1_000_000; HARD_MAX_SEGMENTS_PER_TABLE];
         assert_eq!(
-            commit_merge_count(Compaction::Background, 1, &many, many.len()),
+            commit_merge_count(Merges::Background, 1, &many, many.len()),
             1
         );
         let too_many = vec![1_000_000; HARD_MAX_SEGMENTS_PER_TABLE + 2];
         assert_eq!(
-            commit_merge_count(Compaction::Background, 1, &too_many, too_many.len()),
+            commit_merge_count(Merges::Background, 1, &too_many, too_many.len()),
             3
         );
         // Not past FORCED_COMMIT_MERGE_BYTES: large segments wait for the background thread,
         // whatever their count; inline commits still merge them.
         let large = vec![40 << 20; HARD_MAX_SEGMENTS_PER_TABLE + 2];
         assert_eq!(
-            commit_merge_count(Compaction::Background, 1, &large, large.len()),
+            commit_merge_count(Merges::Background, 1, &large, large.len()),
             1
         );
         let huge = vec![100 << 20; HARD_MAX_SEGMENTS_PER_TABLE + 2];
         assert_eq!(
-            commit_merge_count(Compaction::Background, 1, &huge, huge.len()),
+            commit_merge_count(Merges::Background, 1, &huge, huge.len()),
             0
         );
         assert_eq!(
-            commit_merge_count(Compaction::Inline, 1, &huge, huge.len()),
+            commit_merge_count(Merges::Inline, 1, &huge, huge.len()),
             huge.len()
         );
     }

@@ -201,18 +201,18 @@ impl Env {
             tables,
         };
         // Background merges that never got swapped in (the process stopped first).
-        let compact = root.join(COMPACT_DIR);
-        root::clear_compact_dir(&*fs, &compact, dir_mode)?;
+        let merge_dir = root.join(COMPACT_DIR);
+        root::clear_compact_dir(&*fs, &merge_dir, dir_mode)?;
         let env = Env {
             id: NEXT_ENV_ID.fetch_add(1, Ordering::Relaxed),
             root,
             live,
-            compact,
+            merge_dir,
             fs,
             cache,
             memtable_bytes,
             merges: Settings {
-                mode: b.compaction,
+                mode: b.merges,
                 partition_bytes: b.merge_sizes.0,
                 drain_job_bytes: b.merge_sizes.1,
             },

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use butter_db::{Compaction, Env, EnvBuilder};
+use butter_db::{Env, EnvBuilder, Merges};
 
 /// A fresh directory under `$BUTTER_BTRFS_DIR`, removed (subvolumes included) when dropped;
 /// `None` after a SKIP line outside CI.
@@ -127,7 +127,7 @@ pub fn model_after(j: u64) -> Model {
 /// Opens (creating) the database in `dir` with inline merges (no merge thread).
 pub fn open(dir: &Path) -> Env {
     EnvBuilder::new(dir)
-        .compaction(Compaction::Inline)
+        .merges(Merges::Inline)
         .open()
         .expect("open database")
 }

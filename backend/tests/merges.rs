@@ -1,4 +1,4 @@
-//! Background merges on real btrfs: every compaction mode gives the same contents as a model,
+//! Background merges on real btrfs: every merge mode gives the same contents as a model,
 //! readers keep their generation while merges are swapped in, the segment count stays bounded,
 //! merge files left behind by a stopped process are deleted at open, and the segments merges
 //! retire are closed.
@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use butter_db::{Compaction, Env};
+use butter_db::{Env, Merges};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -42,11 +42,11 @@ fn seg_files(dir: &std::path::Path) -> usize {
 
 /// 80 commits shaped like the slasher's chunk tables: each overwrites a strided slice of the
 /// whole key range in ascending order (values of varying size), and some delete keys.
-fn run_mode(mode: Compaction) -> usize {
-    let Some(dir) = common::btrfs_dir(&format!("compaction-{mode:?}")) else {
+fn run_mode(mode: Merges) -> usize {
+    let Some(dir) = common::btrfs_dir(&format!("merges-{mode:?}")) else {
         return 0;
     };
-    let env = Env::builder(&dir.path).compaction(mode).open().unwrap();
+    let env = Env::builder(&dir.path).merges(mode).open().unwrap();
     let t = env.create_table("chunks").unwrap();
     let mut model = Model::new();
     let mut rng = Rng(0x5eed_0000 ^ mode as u64);
@@ -103,7 +103,7 @@ fn run_mode(mode: Compaction) -> usize {
     drop(env);
     let left = std::fs::read_dir(dir.path.join("compact")).unwrap().count();
     assert_eq!(left, 0, "{mode:?}: files left in compact/ after close");
-    let env = Env::builder(&dir.path).compaction(mode).open().unwrap();
+    let env = Env::builder(&dir.path).merges(mode).open().unwrap();
     let t = env.table("chunks").unwrap();
     assert!(
         scan_all(&env, t) == model,
@@ -114,9 +114,9 @@ fn run_mode(mode: Compaction) -> usize {
 
 #[test]
 fn background_merges_keep_the_contents() {
-    let background = run_mode(Compaction::Background);
-    let waited = run_mode(Compaction::BackgroundWaited);
-    let inline = run_mode(Compaction::Inline);
+    let background = run_mode(Merges::Background);
+    let waited = run_mode(Merges::BackgroundWaited);
+    let inline = run_mode(Merges::Inline);
     if std::env::var_os("BUTTER_BTRFS_DIR").is_none() {
         return;
     }
@@ -172,7 +172,7 @@ fn merged_away_segments_are_closed() {
         return;
     };
     let env = Env::builder(&dir.path)
-        .compaction(Compaction::Inline)
+        .merges(Merges::Inline)
         .open()
         .unwrap();
     let t = env.create_table("t").unwrap();
