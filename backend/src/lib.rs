@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 pub mod admin;
+mod cursor;
 mod env;
 mod error;
 pub mod fs;
@@ -40,8 +41,10 @@ mod segment;
 mod sys;
 mod txn;
 mod version;
+mod view;
 
+pub use cursor::Cursor;
 pub use env::{CommitInfo, Env, EnvBuilder, Merges};
 pub use error::{Error, Result};
 pub use root::{holds_only_database_remains, lock_held};
-pub use txn::{Cursor, ReadTxn, TableHandle, WriteTxn};
+pub use txn::{ReadTxn, TableHandle, WriteTxn};

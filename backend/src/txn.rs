@@ -1,4 +1,6 @@
-//! Transactions and cursors.
+//! Transactions: the write transaction and read transactions, and the table handles they
+//! take. A write transaction's cursor is in `cursor.rs`; what both read of a table, in
+//! `view.rs`.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -10,8 +12,9 @@ use crate::env::{CommitInfo, Env, WriterState};
 use crate::error::{Error, Result};
 use crate::iter::{MemLookup, MergeIter};
 use crate::memtable::{chunk_bytes_for, Memtable};
-use crate::segment::{key_cmp, BlockHint, Load, Probe, Segment};
+use crate::segment::Segment;
 use crate::version::Version;
+use crate::view::{new_hints, Hints, TableView};
 
 /// A table of one environment. Cheap to copy; checked against the environment at every use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,137 +64,6 @@ impl Env {
     }
 }
 
-/// A transaction's lookup hints: per table, one per segment of the table in the transaction's
-/// version, in the same order ([`BlockHint`]).
-type Hints = Vec<RefCell<Vec<Option<BlockHint>>>>;
-
-/// No hints yet for every table of `version`.
-fn new_hints(version: &Version) -> Hints {
-    version
-        .tables
-        .iter()
-        .map(|t| RefCell::new(t.segments.iter().map(|_| None).collect()))
-        .collect()
-}
-
-/// A read-only view of one table: an optional memtable over segments (newest first).
-#[derive(Debug, Clone, Copy)]
-struct TableView<'a> {
-    mem: Option<&'a Memtable>,
-    segments: &'a [Arc<Segment>],
-    /// How many of `segments`' oldest are partitions: a lookup searches them by key.
-    parts: usize,
-    /// The segments' lookup hints (none for a table created in the transaction).
-    hints: Option<&'a RefCell<Vec<Option<BlockHint>>>>,
-}
-
-impl<'a> TableView<'a> {
-    fn get(&self, key: &[u8]) -> Result<Option<Cow<'a, [u8]>>> {
-        if let Some(v) = self.mem_get(key) {
-            return Ok(v.map(Cow::Borrowed));
-        }
-        Ok(self
-            .segment_get(key, |v| v.map(|v| Cow::Owned(v.to_vec())))?
-            .flatten())
-    }
-
-    /// `f` of the entry (a value, or `None` for a deletion) of the newest segment that has
-    /// `key`; `None` if none has it.
-    fn segment_get<R>(&self, key: &[u8], f: impl Fn(Option<&[u8]>) -> R) -> Result<Option<R>> {
-        Ok(self.segment_probe(key, Load::Read, f)?.found())
-    }
-
-    /// As [`TableView::segment_get`], reading blocks only as `load` allows: [`Probe::NotRead`]
-    /// if a segment the answer depends on would have had to read its block from disk.
-    fn segment_probe<R>(
-        &self,
-        key: &[u8],
-        load: Load,
-        f: impl Fn(Option<&[u8]>) -> R,
-    ) -> Result<Probe<R>> {
-        let mut hints = self.hints.map(RefCell::borrow_mut);
-        let upper = self.segments.len().saturating_sub(self.parts);
-        // Every upper segment, newest first; then the one partition whose range may hold it.
-        let (above, parts) = self.segments.split_at(upper);
-        let part = parts.partition_point(|s| key_cmp(&s.max_key, key).is_lt());
-        let candidates = above
-            .iter()
-            .enumerate()
-            .chain(parts.get(part).map(|s| (upper + part, s)));
-        for (i, seg) in candidates {
-            let mut unhinted = None;
-            let hint = hints
-                .as_mut()
-                .and_then(|h| h.get_mut(i))
-                .unwrap_or(&mut unhinted);
-            match seg.probe(key, hint, load, &f)? {
-                Probe::Absent => {}
-                found_or_not_read => return Ok(found_or_not_read),
-            }
-        }
-        Ok(Probe::Absent)
-    }
-
-    /// Whether the transaction already sees `value` under `key`: then a put of it changes
-    /// nothing (design.md §2). Only blocks already in memory are searched: where finding out
-    /// would read a block from disk, the answer is no and the put is recorded (a put the
-    /// slasher did not read first, such as a new `attesters` entry, would otherwise read a
-    /// cold block only to learn that its value changed).
-    fn holds(&self, key: &[u8], value: &[u8]) -> Result<bool> {
-        match self.mem_get(key) {
-            Some(v) => Ok(v == Some(value)),
-            None => Ok(matches!(
-                self.segment_probe(key, Load::CachedOnly, |v| v == Some(value))?,
-                Probe::Found(true)
-            )),
-        }
-    }
-
-    /// The memtable's entry for `key`: `Some(None)` is a deletion.
-    fn mem_get(&self, key: &[u8]) -> Option<Option<&'a [u8]>> {
-        self.mem?.get(key)
-    }
-
-    /// Whether the transaction sees a value under `key`: the memtable's entry if it has one,
-    /// as in [`TableView::get`], else the newest segment's.
-    fn contains(&self, key: &[u8]) -> Result<bool> {
-        match self.mem_get(key) {
-            Some(v) => Ok(v.is_some()),
-            None => Ok(self.segment_get(key, |v| v.is_some())?.unwrap_or(false)),
-        }
-    }
-
-    /// The largest live key before `before`, or the last key if `before` is `None`.
-    fn prev_live(&self, before: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
-        let mut cur: Option<Vec<u8>> = before.map(<[u8]>::to_vec);
-        loop {
-            let mut best: Option<Vec<u8>> = None;
-            let mut consider = |k: &[u8]| {
-                if best.as_deref().is_none_or(|b| k > b) {
-                    best = Some(k.to_vec());
-                }
-            };
-            if let Some(mem) = self.mem {
-                if let Some(k) = mem.last_before(cur.as_deref()) {
-                    consider(k);
-                }
-            }
-            for seg in self.segments {
-                if let Some(p) = seg.seek_lt(cur.as_deref())? {
-                    consider(seg.block(p.block)?.key(p.entry));
-                }
-            }
-            let Some(candidate) = best else {
-                return Ok(None);
-            };
-            if self.contains(&candidate)? {
-                return Ok(Some(candidate));
-            }
-            cur = Some(candidate);
-        }
-    }
-}
-
 fn table_index(env: &Env, t: TableHandle, count: usize) -> Result<usize> {
     if t.env_id != env.id || t.index >= count {
         return Err(Error::TableNotFound(format!("{t:?}")));
@@ -203,11 +75,11 @@ fn table_index(env: &Env, t: TableHandle, count: usize) -> Result<usize> {
 /// becomes visible. Only one exists at a time per environment.
 #[derive(Debug)]
 pub struct WriteTxn<'env> {
-    env: &'env Env,
+    pub(crate) env: &'env Env,
     writer: MutexGuard<'env, WriterState>,
     base: Arc<Version>,
     new_tables: Vec<String>,
-    memtables: Vec<Memtable>,
+    pub(crate) memtables: Vec<Memtable>,
     hints: Hints,
     /// Per table: the sorted runs its memtable spilled to `live/`, newest first (design.md
     /// §2, "Spilling"); empty unless the transaction outgrew its memory budget.
@@ -224,7 +96,7 @@ pub struct WriteTxn<'env> {
     /// after a write was accounted for and any spill it made was done.
     peak_memory: u64,
     /// Spills so far: a cursor that has seen fewer rebuilds its merge.
-    spills: u64,
+    pub(crate) spills: u64,
 }
 
 impl<'env> WriteTxn<'env> {
@@ -368,7 +240,7 @@ impl<'env> WriteTxn<'env> {
         Ok(TableHandle::new(self.env.id, index))
     }
 
-    fn view(&self, index: usize) -> TableView<'_> {
+    pub(crate) fn view(&self, index: usize) -> TableView<'_> {
         let base = self
             .base
             .tables
@@ -385,7 +257,7 @@ impl<'env> WriteTxn<'env> {
         }
     }
 
-    fn index(&self, t: TableHandle) -> Result<usize> {
+    pub(crate) fn index(&self, t: TableHandle) -> Result<usize> {
         table_index(self.env, t, self.memtables.len())
     }
 
@@ -441,24 +313,6 @@ impl<'env> WriteTxn<'env> {
             m.remove(key);
         }
         self.account(i, before)
-    }
-
-    /// An unpositioned cursor over one table.
-    ///
-    /// # Errors
-    /// Unknown table.
-    pub fn cursor(&mut self, t: TableHandle) -> Result<Cursor<'_, 'env>> {
-        let index = self.index(t)?;
-        let iter = MergeIter::new(self.view(index).segments);
-        let spills = self.spills;
-        Ok(Cursor {
-            txn: self,
-            index,
-            state: State::Unpositioned,
-            iter,
-            value: None,
-            spills,
-        })
     }
 
     /// Make every write of this transaction durable and visible, atomically.
@@ -521,205 +375,6 @@ impl Drop for WriteTxn<'_> {
             m.recycle_chunks(&mut kept);
         }
         self.writer.spare_chunks = kept;
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
-    Unpositioned,
-    At(Vec<u8>),
-    /// Just after `delete_current`: on the deleted key's successor, which the next `next`
-    /// returns instead of skipping (LMDB's `MDB_NEXT` after `mdb_cursor_del`).
-    Deleted(Vec<u8>),
-    End,
-}
-
-/// A cursor inside a [`WriteTxn`]. Starts unpositioned.
-#[derive(Debug)]
-pub struct Cursor<'txn, 'env> {
-    txn: &'txn mut WriteTxn<'env>,
-    index: usize,
-    state: State,
-    /// The merge over the table's segments; the memtable is read at each step.
-    iter: MergeIter,
-    /// The value of the key in `state` when the step that reached it read it, until a write.
-    value: Option<Vec<u8>>,
-    /// The transaction's spill count `iter` was made at: a spill since moved entries from the
-    /// memtable to a run `iter` does not read, so it is made again.
-    spills: u64,
-}
-
-impl Cursor<'_, '_> {
-    fn view(&self) -> TableView<'_> {
-        self.txn.view(self.index)
-    }
-
-    /// After a spill: a merge over the table's segments as they are now, unpositioned (the
-    /// callers seek it).
-    fn renew_iter(&mut self) {
-        if self.spills != self.txn.spills {
-            self.iter = MergeIter::new(self.txn.view(self.index).segments);
-            self.spills = self.txn.spills;
-        }
-    }
-
-    fn set(&mut self, key: Option<Vec<u8>>) -> Option<Vec<u8>> {
-        self.state = match &key {
-            Some(k) => State::At(k.clone()),
-            None => State::End,
-        };
-        key
-    }
-
-    /// The next live entry of the merge: its key, with its value kept for `current` (in the
-    /// same buffer from step to step).
-    fn step(&mut self) -> Result<Option<Vec<u8>>> {
-        let mut key = Vec::new();
-        Ok(self.step_into(&mut key)?.then_some(key))
-    }
-
-    /// [`Cursor::step`] into `key`'s buffer; false at the end.
-    fn step_into(&mut self, key: &mut Vec<u8>) -> Result<bool> {
-        // A table this transaction has not written has nothing to look up at each step.
-        let mut mem = MemLookup(self.txn.memtables.get(self.index).filter(|m| !m.is_empty()));
-        let Some((k, v)) = self.iter.next(&mut mem, true)? else {
-            self.value = None;
-            return Ok(false);
-        };
-        key.clear();
-        key.extend_from_slice(k);
-        match (&mut self.value, v) {
-            (Some(buf), Some(v)) => {
-                buf.clear();
-                buf.extend_from_slice(v);
-            }
-            (slot, v) => *slot = v.map(<[u8]>::to_vec),
-        }
-        Ok(true)
-    }
-
-    /// Replace `key` with the first live key after it (the next step if the merge stands right
-    /// after it, else a seek); false at the end. On an error `key` is unchanged.
-    fn advance_past(&mut self, key: &mut Vec<u8>) -> Result<bool> {
-        self.renew_iter();
-        if !self.iter.is_after(key) {
-            self.iter.seek(key, false)?;
-        }
-        self.step_into(key)
-    }
-
-    /// Move to the smallest key.
-    ///
-    /// # Errors
-    /// I/O or corruption.
-    pub fn first_key(&mut self) -> Result<Option<Vec<u8>>> {
-        self.renew_iter();
-        self.iter.rewind()?;
-        let k = self.step()?;
-        Ok(self.set(k))
-    }
-
-    /// Move to the largest key (including this transaction's writes).
-    ///
-    /// # Errors
-    /// I/O or corruption.
-    pub fn last_key(&mut self) -> Result<Option<Vec<u8>>> {
-        let k = self.view().prev_live(None)?;
-        self.value = None;
-        Ok(self.set(k))
-    }
-
-    /// Move to the next key; `None` at the end.
-    ///
-    /// # Errors
-    /// [`Error::CursorUnpositioned`] if never positioned; I/O or corruption.
-    pub fn next_key(&mut self) -> Result<Option<Vec<u8>>> {
-        let k = match &self.state {
-            State::Unpositioned => return Err(Error::CursorUnpositioned),
-            State::End => return Ok(None),
-            State::Deleted(k) => Some(k.clone()),
-            State::At(_) => {
-                // The key is taken out and its buffer reused for the successor's.
-                let State::At(mut k) = std::mem::replace(&mut self.state, State::End) else {
-                    return Ok(None);
-                };
-                return match self.advance_past(&mut k) {
-                    Ok(true) => {
-                        let out = k.clone();
-                        self.state = State::At(k);
-                        Ok(Some(out))
-                    }
-                    Ok(false) => Ok(None),
-                    Err(e) => {
-                        self.state = State::At(k);
-                        Err(e)
-                    }
-                };
-            }
-        };
-        Ok(self.set(k))
-    }
-
-    /// Move to the smallest key >= `key`.
-    ///
-    /// # Errors
-    /// I/O or corruption.
-    pub fn seek(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.renew_iter();
-        self.iter.seek(key, true)?;
-        let k = self.step()?;
-        Ok(self.set(k))
-    }
-
-    /// The entry under the cursor.
-    ///
-    /// # Errors
-    /// I/O or corruption.
-    pub fn current(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let (State::At(k) | State::Deleted(k)) = &self.state else {
-            return Ok(None);
-        };
-        let k = k.clone();
-        let v = match &self.value {
-            Some(v) => Some(v.clone()),
-            None => self.view().get(&k)?.map(|v| v.into_owned()),
-        };
-        if let State::Deleted(at) = &mut self.state {
-            self.state = State::At(std::mem::take(at));
-        }
-        Ok(v.map(|v| (k, v)))
-    }
-
-    /// Delete the entry under the cursor and move to its successor.
-    ///
-    /// # Errors
-    /// [`Error::CursorUnpositioned`] without a current entry.
-    pub fn delete_current(&mut self) -> Result<()> {
-        let (State::At(k) | State::Deleted(k)) = &self.state else {
-            return Err(Error::CursorUnpositioned);
-        };
-        let mut k = k.clone();
-        let t = TableHandle::new(self.txn.env.id, self.index);
-        self.txn.delete(t, &k)?;
-        self.value = None;
-        self.state = if self.advance_past(&mut k)? {
-            State::Deleted(k)
-        } else {
-            State::End
-        };
-        Ok(())
-    }
-
-    /// Insert or overwrite, and move the cursor to `key` (as [`WriteTxn::put`]).
-    ///
-    /// # Errors
-    /// As [`WriteTxn::put`].
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        let t = TableHandle::new(self.txn.env.id, self.index);
-        self.txn.put(t, key, value)?;
-        self.state = State::At(key.to_vec());
-        self.value = Some(value.to_vec());
-        Ok(())
     }
 }
 
