@@ -3,7 +3,8 @@
 //! what a stopped process left.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +17,8 @@ use crate::fs::Fs;
 use crate::manifest::Manifest;
 use crate::memory;
 use crate::root::{
-    self, gen_name, Kind, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR, LOCK_FILE,
+    self, gen_name, DbId, Kind, RootScan, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR,
+    LOCK_FILE,
 };
 use crate::segment::BlockCache;
 use crate::segment::{self, Segment};
@@ -31,6 +33,8 @@ use super::{
 };
 
 impl Env {
+    /// Open (creating or recovering) the database `b` names, in the steps below, in this
+    /// order: every check of what is there comes before the first change.
     pub(super) fn open(b: EnvBuilder) -> Result<Env> {
         let root = b.path;
         let (file_mode, dir_mode) = if b.group_access {
@@ -39,131 +43,16 @@ impl Env {
             (0o600, 0o700)
         };
         let fs = b.fs;
-        if !root::check_kind(&root, Kind::DirOrSubvolume)? {
-            if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
-                fs.create_dir_all(parent)
-                    .map_err(|e| Error::io("create database directory", parent, e))?;
-            }
-            fs.create_dir(&root, dir_mode)
-                .map_err(|e| Error::io("create database directory", &root, e))?;
-        }
-        let fs_type = sys::filesystem_type(&root).map_err(|e| Error::io("statfs", &root, e))?;
-        if !fs_type.is_btrfs() {
-            return Err(Error::NotBtrfs {
-                path: root,
-                found: fs_type.name,
-                magic: fs_type.magic,
-            });
-        }
-        let lock_path = root.join(LOCK_FILE);
-        // A directory, FIFO or device by the lock's name is foreign like any other owned name
-        // of the wrong type; `O_NOFOLLOW` below refuses a symlink swapped in after this look.
-        root::check_kind(&lock_path, Kind::File)?;
-        let lock_file =
-            fs.open_lock_file(&lock_path, file_mode)
-                .map_err(|e| match e.raw_os_error() {
-                    Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
-                    _ => Error::io("open lock file", &lock_path, e),
-                })?;
-        let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => l,
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                return Err(Error::Locked {
-                    path: root,
-                    lock: lock_path,
-                })
-            }
-            Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
-        };
-        // Everything by our names is checked before anything is touched: the entries, what
-        // `compact/` holds, and that `live/` (discarded below) holds nothing but files.
-        let scan = root::scan(&root)?;
+        make_root_on_btrfs(&*fs, &root, dir_mode)?;
+        let lock = lock_root(&*fs, &root, file_mode)?;
         let live = root.join(LIVE_DIR);
-        root::compact_outputs(&root.join(COMPACT_DIR))?;
-        if scan.live {
-            root::check_live_contents(&live)?;
-        }
-        if scan.id.is_none() && root::check_kind(&root.join(INCOMPLETE_FILE), Kind::File)? {
-            // A copy or removal by the `butter` tool stopped before the copy had its identity:
-            // its files are the tool's, not a database to create here.
-            return Err(Error::NotADatabase {
-                path: root,
-                reason: format!(
-                    "{INCOMPLETE_FILE} marks a copy, restore or removal by the butter tool that \
-                     did not finish (`butter remove` deletes what it left)"
-                ),
-            });
-        }
-        let id = match scan.id {
-            Some(id) => id,
-            None => root::create_id(&*fs, &root, file_mode)?,
-        };
+        let (scan, id) = check_root(&*fs, &root, &live, file_mode)?;
         let mut gens = scan.generations;
         if gens.is_empty() {
-            // A fresh database, or one whose very first commit never completed.
-            fail_point("recovery::init");
-            if scan.live {
-                fs.delete_subvolume(&live)
-                    .map_err(|e| Error::io("delete subvolume", &live, e))?;
-            }
-            fs.create_subvolume(&live)
-                .map_err(|e| match e.raw_os_error() {
-                    // btrfs refuses the subvolume ioctl itself: not a place for subvolumes.
-                    Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP | libc::EXDEV) => {
-                        Error::NotSubvolumeCapable {
-                            path: root.clone(),
-                            source: e,
-                        }
-                    }
-                    _ => Error::io("create subvolume", &live, e),
-                })?;
-            // Snapshots copy this mode, so every generation has it too.
-            fs.set_mode(&live, dir_mode)
-                .map_err(|e| Error::io("chmod", &live, e))?;
-            let live_id = live.join(ID_FILE);
-            fs.write_new_file(&live_id, &id.encode(), file_mode)
-                .map_err(|e| Error::io("write", &live_id, e))?;
-            let manifest = Manifest {
-                table_format: SEGMENT_TABLE_FORMAT,
-                generation: 0,
-                next_seq: 1,
-                tables: Vec::new(),
-            };
-            write_manifest(&*fs, &live, &manifest, file_mode)?;
-            let gen0 = root.join(gen_name(0));
-            fs.snapshot(&live, &gen0, true)
-                .map_err(|e| Error::io("snapshot", &gen0, e))?;
+            create_generation_zero(&*fs, &root, &live, scan.live, &id, (file_mode, dir_mode))?;
             gens.push(0);
         }
-        // Every generation must be this database's before one is adopted or deleted.
-        for &g in &gens {
-            root::check_generation_id(&root.join(gen_name(g)), &id)?;
-        }
-        let newest = gens.last().copied().unwrap_or(0);
-        let newest_dir = root.join(gen_name(newest));
-        let manifest_path = newest_dir.join(MANIFEST_FILE);
-        let bytes = root::read_nofollow(&manifest_path)
-            .map_err(|e| Error::io("read", &manifest_path, e))?;
-        let manifest = Manifest::decode(&bytes, &manifest_path)?;
-        if manifest.generation != newest {
-            return Err(Error::corrupted(
-                &manifest_path,
-                format!(
-                    "manifest says generation {}, directory says {newest}",
-                    manifest.generation
-                ),
-            ));
-        }
-        if manifest.table_format != SEGMENT_TABLE_FORMAT {
-            return Err(Error::corrupted(
-                &manifest_path,
-                format!(
-                    "table format {} is not the segment format (0); format 1 (SQLite files) \
-                     was an experiment this engine no longer reads",
-                    manifest.table_format
-                ),
-            ));
-        }
+        let (newest, newest_dir, manifest) = newest_manifest(&root, &gens, &id)?;
         // Whatever `live/` holds was never committed (or equals gen-N): start over from gen-N.
         fail_point("recovery::discard_live");
         if root::check_kind(&live, Kind::Subvolume)? {
@@ -179,23 +68,7 @@ impl Env {
             .memtable_bytes
             .unwrap_or_else(|| memory::default_memtable_bytes(available));
         let cache = Arc::new(BlockCache::new(cache_bytes));
-        let mut tables = Vec::with_capacity(manifest.tables.len());
-        for t in &manifest.tables {
-            let mut segments = Vec::with_capacity(t.segments.len());
-            for s in &t.segments {
-                let name = segment::file_name(s.seq);
-                let path = live.join(&name);
-                let segment =
-                    Segment::open(path.clone(), s.seq, s.file_len, s.entries, cache.clone())
-                        .map_err(|e| e.naming(&path, &newest_dir.join(&name)))?;
-                segments.push(Arc::new(segment));
-            }
-            tables.push(TableVersion {
-                name: t.name.clone(),
-                parts: partitions(&segments),
-                segments,
-            });
-        }
+        let tables = open_tables(&manifest, &live, &newest_dir, &cache)?;
         let version = Version {
             generation: newest,
             tables,
@@ -240,6 +113,188 @@ impl Env {
         env.collect_garbage();
         Ok(env)
     }
+}
+
+/// Create the database directory `root` if it is missing, and check that it is on btrfs.
+fn make_root_on_btrfs(fs: &dyn Fs, root: &Path, dir_mode: u32) -> Result<()> {
+    if !root::check_kind(root, Kind::DirOrSubvolume)? {
+        if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs.create_dir_all(parent)
+                .map_err(|e| Error::io("create database directory", parent, e))?;
+        }
+        fs.create_dir(root, dir_mode)
+            .map_err(|e| Error::io("create database directory", root, e))?;
+    }
+    let fs_type = sys::filesystem_type(root).map_err(|e| Error::io("statfs", root, e))?;
+    if !fs_type.is_btrfs() {
+        return Err(Error::NotBtrfs {
+            path: root.to_path_buf(),
+            found: fs_type.name,
+            magic: fs_type.magic,
+        });
+    }
+    Ok(())
+}
+
+/// Take the exclusive lock on `root`'s lock file (one process per database).
+fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<Flock<File>> {
+    let lock_path = root.join(LOCK_FILE);
+    // A directory, FIFO or device by the lock's name is foreign like any other owned name
+    // of the wrong type; `O_NOFOLLOW` below refuses a symlink swapped in after this look.
+    root::check_kind(&lock_path, Kind::File)?;
+    let lock_file =
+        fs.open_lock_file(&lock_path, file_mode)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
+                _ => Error::io("open lock file", &lock_path, e),
+            })?;
+    let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => l,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            return Err(Error::Locked {
+                path: root.to_path_buf(),
+                lock: lock_path,
+            })
+        }
+        Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
+    };
+    Ok(lock)
+}
+
+/// Check everything by the engine's names in `root` before anything is touched, and the
+/// database's identity (created here for a new database).
+fn check_root(fs: &dyn Fs, root: &Path, live: &Path, file_mode: u32) -> Result<(RootScan, DbId)> {
+    // Everything by our names is checked before anything is touched: the entries, what
+    // `compact/` holds, and that `live/` (discarded below) holds nothing but files.
+    let scan = root::scan(root)?;
+    root::compact_outputs(&root.join(COMPACT_DIR))?;
+    if scan.live {
+        root::check_live_contents(live)?;
+    }
+    if scan.id.is_none() && root::check_kind(&root.join(INCOMPLETE_FILE), Kind::File)? {
+        // A copy or removal by the `butter` tool stopped before the copy had its identity:
+        // its files are the tool's, not a database to create here.
+        return Err(Error::NotADatabase {
+            path: root.to_path_buf(),
+            reason: format!(
+                "{INCOMPLETE_FILE} marks a copy, restore or removal by the butter tool that \
+                 did not finish (`butter remove` deletes what it left)"
+            ),
+        });
+    }
+    let id = match scan.id {
+        Some(id) => id,
+        None => root::create_id(fs, root, file_mode)?,
+    };
+    Ok((scan, id))
+}
+
+/// A fresh database, or one whose very first commit never completed: `live/` (made anew),
+/// holding the identity and an empty manifest, and its snapshot gen-0.
+fn create_generation_zero(
+    fs: &dyn Fs,
+    root: &Path,
+    live: &Path,
+    live_exists: bool,
+    id: &DbId,
+    (file_mode, dir_mode): (u32, u32),
+) -> Result<()> {
+    // A fresh database, or one whose very first commit never completed.
+    fail_point("recovery::init");
+    if live_exists {
+        fs.delete_subvolume(live)
+            .map_err(|e| Error::io("delete subvolume", live, e))?;
+    }
+    fs.create_subvolume(live)
+        .map_err(|e| match e.raw_os_error() {
+            // btrfs refuses the subvolume ioctl itself: not a place for subvolumes.
+            Some(libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP | libc::EXDEV) => {
+                Error::NotSubvolumeCapable {
+                    path: root.to_path_buf(),
+                    source: e,
+                }
+            }
+            _ => Error::io("create subvolume", live, e),
+        })?;
+    // Snapshots copy this mode, so every generation has it too.
+    fs.set_mode(live, dir_mode)
+        .map_err(|e| Error::io("chmod", live, e))?;
+    let live_id = live.join(ID_FILE);
+    fs.write_new_file(&live_id, &id.encode(), file_mode)
+        .map_err(|e| Error::io("write", &live_id, e))?;
+    let manifest = Manifest {
+        table_format: SEGMENT_TABLE_FORMAT,
+        generation: 0,
+        next_seq: 1,
+        tables: Vec::new(),
+    };
+    write_manifest(fs, live, &manifest, file_mode)?;
+    let gen0 = root.join(gen_name(0));
+    fs.snapshot(live, &gen0, true)
+        .map_err(|e| Error::io("snapshot", &gen0, e))?;
+    Ok(())
+}
+
+/// The newest of `gens` and its manifest, once every generation is checked to be this
+/// database's (`id`).
+fn newest_manifest(root: &Path, gens: &[u64], id: &DbId) -> Result<(u64, PathBuf, Manifest)> {
+    // Every generation must be this database's before one is adopted or deleted.
+    for &g in gens {
+        root::check_generation_id(&root.join(gen_name(g)), id)?;
+    }
+    let newest = gens.last().copied().unwrap_or(0);
+    let newest_dir = root.join(gen_name(newest));
+    let manifest_path = newest_dir.join(MANIFEST_FILE);
+    let bytes =
+        root::read_nofollow(&manifest_path).map_err(|e| Error::io("read", &manifest_path, e))?;
+    let manifest = Manifest::decode(&bytes, &manifest_path)?;
+    if manifest.generation != newest {
+        return Err(Error::corrupted(
+            &manifest_path,
+            format!(
+                "manifest says generation {}, directory says {newest}",
+                manifest.generation
+            ),
+        ));
+    }
+    if manifest.table_format != SEGMENT_TABLE_FORMAT {
+        return Err(Error::corrupted(
+            &manifest_path,
+            format!(
+                "table format {} is not the segment format (0); format 1 (SQLite files) \
+                 was an experiment this engine no longer reads",
+                manifest.table_format
+            ),
+        ));
+    }
+    Ok((newest, newest_dir, manifest))
+}
+
+/// Open the segments `manifest` lists, in `live` (an error names the file in `newest_dir`,
+/// the generation it came from).
+fn open_tables(
+    manifest: &Manifest,
+    live: &Path,
+    newest_dir: &Path,
+    cache: &Arc<BlockCache>,
+) -> Result<Vec<TableVersion>> {
+    let mut tables = Vec::with_capacity(manifest.tables.len());
+    for t in &manifest.tables {
+        let mut segments = Vec::with_capacity(t.segments.len());
+        for s in &t.segments {
+            let name = segment::file_name(s.seq);
+            let path = live.join(&name);
+            let segment = Segment::open(path.clone(), s.seq, s.file_len, s.entries, cache.clone())
+                .map_err(|e| e.naming(&path, &newest_dir.join(&name)))?;
+            segments.push(Arc::new(segment));
+        }
+        tables.push(TableVersion {
+            name: t.name.clone(),
+            parts: partitions(&segments),
+            segments,
+        });
+    }
+    Ok(tables)
 }
 
 /// Open's writable snapshot of the newest generation as `live`. Space just freed (a file

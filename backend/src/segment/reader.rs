@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::cache::BlockCache;
@@ -118,8 +118,137 @@ pub(crate) fn file_name(seq: u64) -> String {
     format!("{seq:016x}.seg")
 }
 
+/// What a segment's footer says (checked: its checksum, magic and format version).
+struct Footer {
+    /// Where the footer starts: the end of the index.
+    at: u64,
+    version: u32,
+    block_count: usize,
+    entries: u64,
+    index_offset: u64,
+    index_len: usize,
+    index_crc: u32,
+}
+
+/// Open a segment file, never through a symlink (a segment is always a file this database
+/// wrote), and check its length against the manifest's `expect_len`.
+fn open_file(path: &Path, expect_len: u64) -> Result<(File, u64)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::foreign(path, "it is a symlink"),
+            _ => Error::io("open segment", path, e),
+        })?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| Error::io("stat segment", path, e))?
+        .len();
+    if file_len != expect_len {
+        return Err(Error::corrupted(
+            path,
+            format!("length {file_len}, manifest says {expect_len} (truncated?)"),
+        ));
+    }
+    Ok((file, file_len))
+}
+
+/// Read and check the footer of `file` (`file_len` bytes).
+fn read_footer(file: &File, path: &Path, file_len: u64) -> Result<Footer> {
+    if file_len < FOOTER_LEN as u64 {
+        return Err(Error::corrupted(path, "shorter than the segment footer"));
+    }
+    let mut footer = [0u8; FOOTER_LEN];
+    let footer_at = file_len - FOOTER_LEN as u64;
+    file.read_exact_at(&mut footer, footer_at)
+        .map_err(|e| Error::io("read segment footer", path, e))?;
+    let stored = le_u32(&footer, FOOTER_CRC_OFFSET).unwrap_or(0);
+    let got = crc32fast::hash(&footer[..FOOTER_CRC_OFFSET]);
+    if stored != got {
+        return Err(Error::ChecksumMismatch {
+            path: path.to_path_buf(),
+            region: "segment footer".into(),
+            offset: footer_at,
+            len: FOOTER_LEN as u64,
+            expected: stored,
+            got,
+        });
+    }
+    if &footer[..8] != MAGIC {
+        return Err(Error::corrupted(path, "bad segment magic"));
+    }
+    let version = le_u32(&footer, FOOTER_VERSION_OFFSET).unwrap_or(0);
+    if !(OLDEST_SEGMENT_VERSION..=SEGMENT_VERSION).contains(&version) {
+        return Err(Error::UnsupportedFormatVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SEGMENT_VERSION,
+        });
+    }
+    Ok(Footer {
+        at: footer_at,
+        version,
+        block_count: le_u32(&footer, FOOTER_BLOCK_COUNT_OFFSET).unwrap_or(0) as usize,
+        entries: le_u64(&footer, FOOTER_ENTRY_COUNT_OFFSET).unwrap_or(0),
+        index_offset: le_u64(&footer, FOOTER_INDEX_OFFSET_OFFSET).unwrap_or(0),
+        index_len: le_u32(&footer, FOOTER_INDEX_LEN_OFFSET).unwrap_or(0) as usize,
+        index_crc: le_u32(&footer, FOOTER_INDEX_CRC_OFFSET).unwrap_or(0),
+    })
+}
+
+/// Read and check the block index the footer points at: its checksum, and that its blocks
+/// lie back to back from offset 0 up to the index.
+fn read_index(file: &File, path: &Path, footer: &Footer) -> Result<Vec<BlockLoc>> {
+    let (index_offset, index_len) = (footer.index_offset, footer.index_len);
+    let mut index = vec![0u8; index_len];
+    file.read_exact_at(&mut index, index_offset)
+        .map_err(|e| Error::io("read segment index", path, e))?;
+    let got = crc32fast::hash(&index);
+    if got != footer.index_crc {
+        return Err(Error::ChecksumMismatch {
+            path: path.to_path_buf(),
+            region: "segment index".into(),
+            offset: index_offset,
+            len: index_len as u64,
+            expected: footer.index_crc,
+            got,
+        });
+    }
+    // The footer's count is not trusted for the allocation: each index entry takes at
+    // least 14 bytes of the (checksummed, file-backed) index.
+    let mut blocks = Vec::with_capacity(footer.block_count.min(index.len() / 14));
+    let mut at = 0usize;
+    let mut next_offset = 0u64;
+    for _ in 0..footer.block_count {
+        let bad = || Error::corrupted(path, "truncated block index");
+        let offset = le_u64(&index, at).ok_or_else(bad)?;
+        let len = le_u32(&index, at + 8).ok_or_else(bad)?;
+        let klen = le_u16(&index, at + 12).ok_or_else(bad)? as usize;
+        let first_key = index.get(at + 14..at + 14 + klen).ok_or_else(bad)?;
+        at += 14 + klen;
+        if offset != next_offset {
+            return Err(Error::corrupted(path, "blocks are not contiguous"));
+        }
+        next_offset = offset + u64::from(len);
+        blocks.push(BlockLoc {
+            offset,
+            len,
+            first_key: first_key.into(),
+        });
+    }
+    if at != index.len() || next_offset != index_offset {
+        return Err(Error::corrupted(
+            path,
+            "block index does not cover the data",
+        ));
+    }
+    Ok(blocks)
+}
+
 impl Segment {
-    /// Open a segment file and check it against what the manifest says about it.
+    /// Open a segment file and check it against what the manifest says about it: its length
+    /// and footer, its entry count, and its block index.
     pub(crate) fn open(
         path: PathBuf,
         seq: u64,
@@ -127,111 +256,19 @@ impl Segment {
         expect_entries: u64,
         cache: Arc<BlockCache>,
     ) -> Result<Segment> {
-        // Never through a symlink: a segment is always a file this database wrote.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => Error::foreign(&path, "it is a symlink"),
-                _ => Error::io("open segment", &path, e),
-            })?;
-        let file_len = file
-            .metadata()
-            .map_err(|e| Error::io("stat segment", &path, e))?
-            .len();
-        if file_len != expect_len {
-            return Err(Error::corrupted(
-                &path,
-                format!("length {file_len}, manifest says {expect_len} (truncated?)"),
-            ));
-        }
-        if file_len < FOOTER_LEN as u64 {
-            return Err(Error::corrupted(&path, "shorter than the segment footer"));
-        }
-        let mut footer = [0u8; FOOTER_LEN];
-        let footer_at = file_len - FOOTER_LEN as u64;
-        file.read_exact_at(&mut footer, footer_at)
-            .map_err(|e| Error::io("read segment footer", &path, e))?;
-        let stored = le_u32(&footer, FOOTER_CRC_OFFSET).unwrap_or(0);
-        let got = crc32fast::hash(&footer[..FOOTER_CRC_OFFSET]);
-        if stored != got {
-            return Err(Error::ChecksumMismatch {
-                path,
-                region: "segment footer".into(),
-                offset: footer_at,
-                len: FOOTER_LEN as u64,
-                expected: stored,
-                got,
-            });
-        }
-        if &footer[..8] != MAGIC {
-            return Err(Error::corrupted(&path, "bad segment magic"));
-        }
-        let version = le_u32(&footer, FOOTER_VERSION_OFFSET).unwrap_or(0);
-        if !(OLDEST_SEGMENT_VERSION..=SEGMENT_VERSION).contains(&version) {
-            return Err(Error::UnsupportedFormatVersion {
-                path,
-                found: version,
-                supported: SEGMENT_VERSION,
-            });
-        }
-        let block_count = le_u32(&footer, FOOTER_BLOCK_COUNT_OFFSET).unwrap_or(0) as usize;
-        let entries = le_u64(&footer, FOOTER_ENTRY_COUNT_OFFSET).unwrap_or(0);
-        let index_offset = le_u64(&footer, FOOTER_INDEX_OFFSET_OFFSET).unwrap_or(0);
-        let index_len = le_u32(&footer, FOOTER_INDEX_LEN_OFFSET).unwrap_or(0) as usize;
-        let index_crc = le_u32(&footer, FOOTER_INDEX_CRC_OFFSET).unwrap_or(0);
+        let (file, file_len) = open_file(&path, expect_len)?;
+        let footer = read_footer(&file, &path, file_len)?;
+        let entries = footer.entries;
         if entries != expect_entries {
             return Err(Error::corrupted(
                 &path,
                 format!("{entries} entries, manifest says {expect_entries}"),
             ));
         }
-        if index_offset.checked_add(index_len as u64) != Some(footer_at) {
+        if footer.index_offset.checked_add(footer.index_len as u64) != Some(footer.at) {
             return Err(Error::corrupted(&path, "index does not end at the footer"));
         }
-        let mut index = vec![0u8; index_len];
-        file.read_exact_at(&mut index, index_offset)
-            .map_err(|e| Error::io("read segment index", &path, e))?;
-        let got = crc32fast::hash(&index);
-        if got != index_crc {
-            return Err(Error::ChecksumMismatch {
-                path,
-                region: "segment index".into(),
-                offset: index_offset,
-                len: index_len as u64,
-                expected: index_crc,
-                got,
-            });
-        }
-        // The footer's count is not trusted for the allocation: each index entry takes at
-        // least 14 bytes of the (checksummed, file-backed) index.
-        let mut blocks = Vec::with_capacity(block_count.min(index.len() / 14));
-        let mut at = 0usize;
-        let mut next_offset = 0u64;
-        for _ in 0..block_count {
-            let bad = || Error::corrupted(&path, "truncated block index");
-            let offset = le_u64(&index, at).ok_or_else(bad)?;
-            let len = le_u32(&index, at + 8).ok_or_else(bad)?;
-            let klen = le_u16(&index, at + 12).ok_or_else(bad)? as usize;
-            let first_key = index.get(at + 14..at + 14 + klen).ok_or_else(bad)?;
-            at += 14 + klen;
-            if offset != next_offset {
-                return Err(Error::corrupted(&path, "blocks are not contiguous"));
-            }
-            next_offset = offset + u64::from(len);
-            blocks.push(BlockLoc {
-                offset,
-                len,
-                first_key: first_key.into(),
-            });
-        }
-        if at != index.len() || next_offset != index_offset {
-            return Err(Error::corrupted(
-                &path,
-                "block index does not cover the data",
-            ));
-        }
+        let blocks = read_index(&file, &path, &footer)?;
         if blocks.is_empty() != (entries == 0) {
             return Err(Error::corrupted(
                 &path,
@@ -243,7 +280,7 @@ impl Segment {
             path,
             file,
             file_len,
-            version,
+            version: footer.version,
             entries,
             min_key: Box::default(),
             max_key: Box::default(),
