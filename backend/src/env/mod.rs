@@ -1,10 +1,13 @@
 //! The environment: the public handle on a database, its single writer and its readers.
 //!
 //! By design.md's sections: `recovery` opens a directory (§1, crash table), `commit` runs the
-//! numbered steps of §3, `gc` deletes old generations (step 7), `policy` is the merge
-//! policy and `merge` the background merges that carry it out (§3.1). Reads and pins (§2) are
-//! here; the methods that begin transactions and hand out table handles are in `txn.rs`, which
-//! builds on this file (this file does not import it).
+//! numbered steps of §3, `gc` deletes old generations (step 7) and `retire` closes merged-away
+//! segments (step 8). The merges of §3.1: `policy` decides (pure functions of the table
+//! versions and its settings), `merge` makes its plan into work and swaps the result in,
+//! `worker` carries the work out on the merge thread, `job` is the state in flight, and
+//! `segment_writer` writes the segments commits and merges produce. `hooks` holds the test
+//! hooks. Reads and pins (§2) are here; the methods that begin transactions and hand out table
+//! handles are in `txn.rs`, which builds on this file (this file does not import it).
 
 mod commit;
 mod gc;

@@ -65,7 +65,7 @@ pub(crate) struct Segment {
 /// Where a transaction's last point lookup in a segment ended. The slasher reads keys in
 /// ascending runs, so the next lookup usually lands in the same block and skips the index
 /// search and the shared cache. Each transaction keeps its own, one per segment it reads
-/// (`txn.rs`), so a lookup takes no lock.
+/// (`view.rs`), so a lookup takes no lock.
 #[derive(Debug)]
 pub(crate) struct BlockHint {
     pub(super) block: usize,
