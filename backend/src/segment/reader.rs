@@ -119,6 +119,11 @@ pub(crate) fn file_name(seq: u64) -> String {
 }
 
 impl Segment {
+    /// The open segment file (for copying it byte for byte: `admin`'s export of a generation).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Open a segment file and check it against what the manifest says about it.
     pub(crate) fn open(
         path: PathBuf,
