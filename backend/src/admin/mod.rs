@@ -20,6 +20,6 @@ pub use copy::{backup, CopyInfo, NewCopy};
 pub use names::{INCOMPLETE_MARKER, RECEIVE_DIR, SCRATCH_DB, STAGING_SUBVOLUME};
 pub use remove::{remove_database, Removed};
 pub use snapshot::{
-    database_bytes, inspect_dir, DirInfo, FsUsage, GenerationFile, SegmentInfo, Snapshot, TableInfo, TableStats,
-    Verified,
+    database_bytes, inspect_dir, DirInfo, FsUsage, GenerationFile, SegmentInfo, Snapshot,
+    TableInfo, TableStats, Verified,
 };

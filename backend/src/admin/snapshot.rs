@@ -419,7 +419,10 @@ impl Snapshot {
             }
         }
         let [id_file, manifest_file] = self._files.as_slice() else {
-            return Err(Error::corrupted(&self.dir, "the generation's files are not open"));
+            return Err(Error::corrupted(
+                &self.dir,
+                "the generation's files are not open",
+            ));
         };
         files.push(GenerationFile {
             name: MANIFEST_FILE.into(),
