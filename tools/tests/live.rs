@@ -1,6 +1,7 @@
 //! The `butter` tool beside a live writer, with `btrfs send` streams, and killed half-way:
-//! - `check`, `stat` and `backup` while a writer commits and deletes the generations they read
-//!   never fail, and every copy holds exactly the state after some committed transaction;
+//! - `check`, `stat`, `backup`, `backup --plain` (restored) and `backup --compact` while a
+//!   writer commits and deletes the generations they read never fail, and every copy holds
+//!   exactly the state after some committed transaction;
 //! - a full and an incremental stream restore to the state they were taken at, and a
 //!   truncated stream is refused, leaving nothing;
 //! - a SIGKILL at any moment of `backup` or `restore` leaves either a whole copy or nothing the
@@ -36,6 +37,22 @@ fn assert_committed_state(copy: &Path) -> u64 {
     j
 }
 
+/// `butter ARGS` with `input` on standard input.
+fn butter_with_input(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_butter"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run butter");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("wait")
+}
+
 /// Transactions the writer commits while the tool reads.
 const LIVE_TXNS: u64 = 120;
 
@@ -61,6 +78,25 @@ fn read_beside_writer(t: &TestDir, db: &Path, mut done: impl FnMut() -> bool) {
             stderr(&o)
         );
         copies.push(dest);
+        // A plain copy as a tar stream, restored; and a compacting copy.
+        let o = butter(&["backup", "--plain", path(db), "-"]);
+        assert!(
+            o.status.success(),
+            "backup --plain beside the writer: {}",
+            stderr(&o)
+        );
+        let plain = t.join(&format!("plain-{rounds}"));
+        let r = butter_with_input(&["restore", "--plain", "-", path(&plain)], &o.stdout);
+        assert!(r.status.success(), "restore --plain: {}", stderr(&r));
+        copies.push(plain);
+        let compact = t.join(&format!("compact-{rounds}"));
+        let o = butter(&["backup", "--compact", path(db), path(&compact)]);
+        assert!(
+            o.status.success(),
+            "backup --compact beside the writer: {}",
+            stderr(&o)
+        );
+        copies.push(compact);
         rounds += 1;
     }
     let seen: Vec<u64> = copies.iter().map(|c| assert_committed_state(c)).collect();
