@@ -4,8 +4,10 @@
 //!   exactly the state after some committed transaction;
 //! - a full and an incremental stream restore to the state they were taken at, and a
 //!   truncated stream is refused, leaving nothing;
-//! - a SIGKILL at any moment of `backup` or `restore` leaves either a whole copy or nothing the
-//!   engine opens (and `butter remove` clears what is left).
+//! - a SIGKILL at any moment of `backup` (`--compact` too) or `restore` (`--plain` too) leaves
+//!   either a whole copy or nothing the engine opens (and `butter remove` clears what is left);
+//!   of `backup --plain`, a copy that restores whole or one without its list, which `restore
+//!   --plain` refuses.
 
 mod common;
 
@@ -386,6 +388,57 @@ fn a_killed_backup_or_restore_leaves_nothing_the_engine_adopts() {
     assert!(butter(&["backup", path(&db), path(&copy)]).status.success());
     let left = kill_rounds(&["restore", path(&copy), path(&dest)], &dest, 80);
     eprintln!("restore from a copy killed: {left:?}");
+    // A compacting copy killed at any moment: its scratch database goes with the rest.
+    let left = kill_rounds(&["backup", "--compact", path(&db), path(&dest)], &dest, 120);
+    eprintln!("backup --compact killed: {left:?}");
+    assert!(
+        left.partial > 0,
+        "no kill fell inside a compacting copy: {left:?}"
+    );
+    // A plain copy killed at any moment: restored whole, or refused (its list is written last).
+    let plain = t.join("plain");
+    let (mut listed, mut unlisted) = (0, 0);
+    for step in 0..40u64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_butter"))
+            .args(["backup", "--plain", path(&db), path(&plain)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(step * step * 20));
+        let _ = child.kill();
+        child.wait().unwrap();
+        if !plain.exists() {
+            continue;
+        }
+        let o = butter(&["restore", "--plain", path(&plain), path(&dest)]);
+        if plain.join("butter-copy.manifest").exists() {
+            assert!(o.status.success(), "{}", stderr(&o));
+            assert_eq!(assert_committed_state(&dest), 20);
+            assert!(butter(&["remove", path(&dest)]).status.success());
+            listed += 1;
+        } else {
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert!(!dest.exists());
+            unlisted += 1;
+        }
+        remove_tree(&plain);
+    }
+    eprintln!("backup --plain killed: {listed} whole, {unlisted} without their list");
+    // A plain restore killed at any moment.
+    assert!(butter(&["backup", "--plain", path(&db), path(&plain)])
+        .status
+        .success());
+    let left = kill_rounds(
+        &["restore", "--plain", path(&plain), path(&dest)],
+        &dest,
+        80,
+    );
+    eprintln!("restore --plain killed: {left:?}");
+    assert!(
+        left.partial > 0,
+        "no kill fell inside a plain restore: {left:?}"
+    );
     if butter_test_support::is_root() {
         let stream = t.join("s.stream");
         let c2 = t.join("c2");
