@@ -66,6 +66,20 @@ fn segment_bytes(s: &Snapshot) -> u64 {
 /// [`ToolError::Engine`] (DIR not a database or damaged, DEST refused, I/O),
 /// [`ToolError::BadCopy`] (the copy read back differs); DEST is left as it was.
 pub fn compact(dir: &Path, dest: &Path) -> Result<Compacted> {
+    compact_committing_every(dir, dest, LOAD_COMMIT_BYTES, LOAD_COMMIT_ENTRIES)
+}
+
+/// [`compact`], committing every `bytes` bytes of keys and values or `entries` entries,
+/// whichever comes first (tests use small ones, to write in many transactions).
+///
+/// # Errors
+/// As [`compact`].
+pub fn compact_committing_every(
+    dir: &Path,
+    dest: &Path,
+    bytes: u64,
+    entries: u64,
+) -> Result<Compacted> {
     crate::dumpload::require_dir(dir)?;
     crate::plain::refuse_inside(dir, dest)?;
     let source = Snapshot::open(dir)?;
@@ -85,7 +99,7 @@ pub fn compact(dir: &Path, dest: &Path) -> Result<Compacted> {
     }
     let (entries, entry_bytes, commits) = {
         let env = EnvBuilder::new(&scratch).open()?;
-        write_all(&source, &env)?
+        write_all(&source, &env, (bytes.max(1), entries.max(1)))?
     };
     let built = Snapshot::open(&scratch)?;
     let gen_dir = copy.install(&built)?.generation_dir.clone();
@@ -119,16 +133,37 @@ pub fn compact(dir: &Path, dest: &Path) -> Result<Compacted> {
 }
 
 /// Writes every live entry of `source` into `env`, table by table, committing every
-/// [`LOAD_COMMIT_BYTES`] or [`LOAD_COMMIT_ENTRIES`]; returns entries, their bytes, commits.
-fn write_all(source: &Snapshot, env: &butter_db::Env) -> Result<(u64, u64, u64)> {
+/// `limits.0` bytes of keys and values or `limits.1` entries; returns entries, their bytes,
+/// commits.
+fn write_all(
+    source: &Snapshot,
+    env: &butter_db::Env,
+    limits: (u64, u64),
+) -> Result<(u64, u64, u64)> {
     let (mut entries, mut bytes, mut commits) = (0u64, 0u64, 0u64);
-    let mut txn = env.begin_write()?;
+    // One writer at a time: a transaction is committed before the next one begins.
+    let mut txn = Some(env.begin_write()?);
     let (mut pending, mut pending_entries) = (0u64, 0u64);
     for t in source.tables() {
-        let handle = txn.create_table(&t.name)?;
-        let mut failed = None;
+        let handle = match txn.as_mut() {
+            Some(w) => w.create_table(&t.name)?,
+            None => return Err(ToolError::BadCopy("no write transaction".into())),
+        };
+        let mut failed: Option<butter_db::Error> = None;
         source.scan(&t.name, None, None, |k, v| {
-            if let Err(e) = txn.put(handle, k, v) {
+            if txn.is_none() {
+                match env.begin_write() {
+                    Ok(w) => txn = Some(w),
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                }
+            }
+            let Some(w) = txn.as_mut() else {
+                return false;
+            };
+            if let Err(e) = w.put(handle, k, v) {
                 failed = Some(e);
                 return false;
             }
@@ -137,22 +172,14 @@ fn write_all(source: &Snapshot, env: &butter_db::Env) -> Result<(u64, u64, u64)>
             bytes += b;
             pending += b;
             pending_entries += 1;
-            if pending >= LOAD_COMMIT_BYTES || pending_entries >= LOAD_COMMIT_ENTRIES {
-                let full = std::mem::replace(
-                    &mut txn,
-                    match env.begin_write() {
-                        Ok(next) => next,
-                        Err(e) => {
-                            failed = Some(e);
-                            return false;
-                        }
-                    },
-                );
-                if let Err(e) = full.commit() {
-                    failed = Some(e);
-                    return false;
+            if pending >= limits.0 || pending_entries >= limits.1 {
+                if let Some(full) = txn.take() {
+                    if let Err(e) = full.commit() {
+                        failed = Some(e);
+                        return false;
+                    }
+                    commits += 1;
                 }
-                commits += 1;
                 pending = 0;
                 pending_entries = 0;
             }
@@ -161,9 +188,14 @@ fn write_all(source: &Snapshot, env: &butter_db::Env) -> Result<(u64, u64, u64)>
         if let Some(e) = failed {
             return Err(e.into());
         }
+        if txn.is_none() {
+            txn = Some(env.begin_write()?);
+        }
     }
-    txn.commit()?;
-    commits += 1;
+    if let Some(last) = txn.take() {
+        last.commit()?;
+        commits += 1;
+    }
     Ok((entries, bytes, commits))
 }
 

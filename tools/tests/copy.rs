@@ -479,3 +479,19 @@ fn compacting_copy_holds_live_entries_only() {
         Some(2)
     );
 }
+
+#[test]
+fn compacting_copy_in_many_transactions() {
+    let Some((t, db)) = test_db("butter_compact_txns", 60) else {
+        return;
+    };
+    // Small transactions: the copy commits one and begins the next many times, within a table
+    // and across tables (the engine has one writer: a transaction begun before the last one
+    // committed would wait for it forever).
+    let copy = t.join("compact");
+    let c = butter_tools::compact::compact_committing_every(&db, &copy, 4096, 7).unwrap();
+    assert!(c.commits > 10, "{} commits", c.commits);
+    assert_eq!(c.entries, c.verified.entries);
+    assert_eq!(dump_all(&copy), dump_all(&db));
+    assert_eq!(read_db(&copy), model_after(60));
+}
