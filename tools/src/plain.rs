@@ -954,3 +954,79 @@ fn read_tar(
     }
     Ok(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> CopyManifest {
+        CopyManifest {
+            generation: 102,
+            identity: "17e08784281d4e0f3c024aba03314c84".into(),
+            files: ["0000000000002488.seg", "MANIFEST", "butter.id"]
+                .iter()
+                .enumerate()
+                .map(|(i, n)| CopiedFile {
+                    name: (*n).into(),
+                    len: 10 + i as u64,
+                    sha256: format!("{i:064x}"),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_list_reads_back_as_written() {
+        let m = sample();
+        assert_eq!(CopyManifest::decode(&m.encode(), "t").unwrap(), m);
+    }
+
+    #[test]
+    fn the_list_refuses_what_encode_never_writes() {
+        let text = sample().encode();
+        let cases = [
+            // A path, not a generation's file name.
+            text.replace("0000000000002488.seg", "../../etc/passwd"),
+            // Cut short.
+            text.replace("end\n", ""),
+            // Totals that do not add up.
+            text.replace("bytes=33", "bytes=34"),
+            // Another format.
+            text.replace("format=1", "format=2"),
+            // A name twice.
+            text.replace("file MANIFEST", "file butter.id"),
+            // Text after the end.
+            format!("{text}file MANIFEST 1 {}\n", "0".repeat(64)),
+        ];
+        for bad in cases {
+            assert_ne!(bad, text);
+            assert!(
+                matches!(CopyManifest::decode(&bad, "t"), Err(ToolError::BadCopy(_))),
+                "accepted: {bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn tar_headers_carry_their_checksum_and_fields() {
+        let h = tar_header("butter-copy/MANIFEST", 820, false, 1_700_000_000);
+        let sum: u64 = h
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                if (148..156).contains(&i) {
+                    32
+                } else {
+                    u64::from(b)
+                }
+            })
+            .sum();
+        assert_eq!(parse_octal(&h[148..156]), Some(sum));
+        assert_eq!(parse_octal(&h[124..136]), Some(820));
+        assert_eq!(&h[257..263], b"ustar\0");
+        assert_eq!(h[156], b'0');
+        assert!(generation_file_name("00000000000000ff.seg"));
+        assert!(!generation_file_name("00000000000000FF.seg"));
+        assert!(!generation_file_name("butter-copy.manifest"));
+    }
+}
