@@ -247,4 +247,13 @@ fn a_generations_files_export_and_stage_back_into_a_copy() {
     assert!(copy.scratch_dir().join("butter.id").exists());
     drop(copy);
     assert!(!bad.exists(), "the unfinished copy was not removed");
+    // A scratch database stopped before the engine gave it an identity (an empty directory)
+    // is the copy's too.
+    let copy = NewCopy::create(&bad).unwrap();
+    std::fs::create_dir(copy.scratch_dir()).unwrap();
+    drop(copy);
+    assert!(
+        !bad.exists(),
+        "a copy with an unfinished scratch database was not removed"
+    );
 }

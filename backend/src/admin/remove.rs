@@ -131,8 +131,25 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
         remove_received(&r)?;
     }
     if scratch {
-        // A compacting copy's database under construction: a database of its own.
-        remove_database(&dir.join(SCRATCH_DB))?;
+        // A compacting copy's database under construction: a database of its own. Killed
+        // while the engine was creating it, it has no identity yet; inside a copy being made
+        // (this directory carried the marker) it is the copy's all the same, so it is marked
+        // as such and removed.
+        let inner = dir.join(SCRATCH_DB);
+        let inner_marker = inner.join(INCOMPLETE_MARKER);
+        if marked
+            && !root::check_kind(&inner.join(ID_FILE), Kind::File)?
+            && !root::check_kind(&inner_marker, Kind::File)?
+        {
+            BtrfsFs
+                .write_new_file(
+                    &inner_marker,
+                    b"the scratch database of a compacting copy, being removed\n",
+                    0o600,
+                )
+                .map_err(|e| Error::io("write", &inner_marker, e))?;
+        }
+        remove_database(&inner)?;
     }
     for name in [LIVE_DIR, STAGING_SUBVOLUME] {
         removed.other_subvolumes += usize::from(dir.join(name).exists());
