@@ -174,3 +174,83 @@ fn database_bytes_are_the_newest_generations_files() {
         Err(Error::NotADatabase { .. })
     ));
 }
+
+#[test]
+fn a_generations_files_export_and_stage_back_into_a_copy() {
+    let Some(dir) = common::btrfs_dir("admin_export") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    let env = make_db(&db, 5);
+    // A reader's snapshot keeps reading its generation's files after the writer deletes it.
+    let snap = Snapshot::open(&db).unwrap();
+    let gen = snap.dir().to_path_buf();
+    let mut txn = env.begin_write().unwrap();
+    txn.put(env.table("t").unwrap(), b"later", b"v").unwrap();
+    txn.commit().unwrap();
+    let files = snap.files().unwrap();
+    let mut names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    names.sort_unstable();
+    assert!(names.contains(&"MANIFEST") && names.contains(&"butter.id"));
+    assert!(names.iter().any(|n| n.ends_with(".seg")));
+    // Each file's bytes, read through the snapshot's descriptors.
+    let read = |f: &admin::GenerationFile<'_>| {
+        let mut buf = vec![0u8; f.len as usize];
+        let mut at = 0;
+        while at < buf.len() {
+            let n = f.read_at(&mut buf[at..], at as u64).unwrap();
+            assert!(n > 0, "{} ends early", f.name);
+            at += n;
+        }
+        buf
+    };
+    let bytes: Vec<(String, Vec<u8>)> = files.iter().map(|f| (f.name.clone(), read(f))).collect();
+    if gen.exists() {
+        for (name, b) in &bytes {
+            assert_eq!(&std::fs::read(gen.join(name)).unwrap(), b, "{name}");
+        }
+    }
+    // Written into a staged copy, they make a database holding the snapshot's state.
+    let dest = dir.path.join("copy");
+    let mut copy = NewCopy::create(&dest).unwrap();
+    let staging = copy.stage().unwrap();
+    for (name, b) in &bytes {
+        std::fs::write(staging.join(name), b).unwrap();
+    }
+    let info = copy.install_staged().unwrap().clone();
+    assert_eq!(info.generation, snap.generation());
+    assert_eq!(info.source_identity, snap.identity());
+    assert_ne!(info.identity, snap.identity());
+    let made = copy.finish().unwrap();
+    let copied = Snapshot::open(&dest).unwrap();
+    copied.verify().unwrap();
+    let mut keys = Vec::new();
+    copied
+        .scan("t", None, None, |k, _| {
+            keys.push(k.to_vec());
+            true
+        })
+        .unwrap();
+    assert_eq!(keys, (0..5u8).map(|i| vec![i]).collect::<Vec<_>>());
+    assert_eq!(made.identity, copied.identity());
+    // A staging subvolume holding something that is not a generation is refused, and the
+    // copy (marker, staging subvolume, a scratch database) is removed when dropped.
+    let bad = dir.path.join("bad");
+    let mut copy = NewCopy::create(&bad).unwrap();
+    let staging = copy.stage().unwrap();
+    std::fs::write(staging.join("MANIFEST"), b"not a manifest").unwrap();
+    assert!(copy.install_staged().is_err());
+    drop(Env::open_path(copy.scratch_dir()).unwrap());
+    assert!(copy.scratch_dir().join("butter.id").exists());
+    drop(copy);
+    assert!(!bad.exists(), "the unfinished copy was not removed");
+    // A scratch database stopped before the engine gave it an identity (an empty directory)
+    // is the copy's too.
+    let copy = NewCopy::create(&bad).unwrap();
+    std::fs::create_dir(copy.scratch_dir()).unwrap();
+    drop(copy);
+    assert!(
+        !bad.exists(),
+        "a copy with an unfinished scratch database was not removed"
+    );
+}

@@ -43,7 +43,10 @@ impl ToolError {
                 _ => OTHER,
             },
             ToolError::BadHex { .. } => USAGE,
-            ToolError::NotADirectory(_) | ToolError::BenchKept(_) => NOT_A_DATABASE,
+            ToolError::NotADirectory(_) | ToolError::BenchKept(_) | ToolError::NotACopy(_) => {
+                NOT_A_DATABASE
+            }
+            ToolError::BadCopy(_) => CORRUPT,
             ToolError::StreamFile { .. } | ToolError::Output(_) => IO,
             _ => OTHER,
         }

@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 use butter_db::admin::{self, CopyInfo, DirInfo, NewCopy, Removed, Snapshot, Verified};
 use serde::Serialize;
 
+pub mod compact;
 pub mod dumpload;
 pub mod exit;
+pub mod plain;
 
 /// Everything a command can fail with; each prints as one line.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +90,17 @@ pub enum ToolError {
     /// entry the engine did not make); the message names the command that removes it.
     #[error("{0}")]
     BenchKept(String),
+    /// `backup --plain` refused its destination (not empty, not a directory, inside the
+    /// database); nothing was changed.
+    #[error("{0}")]
+    PlainDestination(String),
+    /// `restore --plain` was given something that is not a plain copy.
+    #[error("{0}")]
+    NotACopy(String),
+    /// A plain copy's file differs from its list, or its stream is malformed or cut short; or
+    /// a compacting copy differs from its source.
+    #[error("{0}")]
+    BadCopy(String),
     /// `load` makes a new database, and the directory exists.
     #[error("{0} exists; load makes a new database in a directory that does not exist yet")]
     LoadDestination(PathBuf),
@@ -513,6 +526,14 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         ));
     }
     if from_dir {
+        if first.join(plain::COPY_MANIFEST).exists() {
+            return Err(ToolError::BadSources(format!(
+                "{} is a plain copy (it holds {}): restore it with `butter restore --plain`; \
+                 nothing was changed",
+                first.display(),
+                plain::COPY_MANIFEST
+            )));
+        }
         Snapshot::open(first)?;
     } else {
         for s in sources.iter().filter(|s| s.as_os_str() != "-") {

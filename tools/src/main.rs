@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use butter_tools::dumpload::{self, DumpStyle};
+use butter_tools::plain::{self, PlainSource, PlainTarget};
 use butter_tools::{Stat, StatOptions, StreamTarget, ToolError};
 use clap::{Parser, Subcommand};
 
@@ -52,17 +53,23 @@ enum Cmd {
         /// The database directory.
         dir: PathBuf,
     },
-    /// Copy the newest committed generation into a new database (and a send stream)
+    /// Copy the newest committed generation: a new database, plain files or a tar stream
     ///
     /// Makes DEST a new database holding DIR's newest committed generation while the writer
     /// goes on: btrfs snapshots on the same filesystem (instant, no data copied, no root). The
     /// copy gets an identity of its own. With --stream, also writes DEST's generation as a
     /// `btrfs send` stream (root); with --parent, one holding only what changed since an
-    /// earlier copy.
+    /// earlier copy. With --plain, DEST is instead a directory on any filesystem (new or
+    /// empty) that gets the generation's files and a list of their lengths and SHA-256, read
+    /// back before success; `-` writes them as a tar stream to standard output; no root. With
+    /// --compact, DEST is a new database on any btrfs filesystem holding only the entries a
+    /// reader sees (no overwritten or deleted ones), compared entry for entry with DIR's.
     Backup {
         /// The database directory.
         dir: PathBuf,
-        /// The copy: a new or empty directory on DIR's btrfs filesystem, outside DIR.
+        /// The copy: a new or empty directory on DIR's btrfs filesystem, outside DIR (with
+        /// --plain: on any filesystem, or `-`; with --compact: on any btrfs filesystem).
+        #[arg(value_name = "DEST|-")]
         dest: PathBuf,
         /// Also write a `btrfs send` stream of the copy to FILE (created; `-` for standard
         /// output), for `restore` on another filesystem or machine. Needs root.
@@ -72,19 +79,34 @@ enum Cmd {
         /// the stream then holds only what changed since it.
         #[arg(long, value_name = "PREV", requires = "stream")]
         parent: Option<PathBuf>,
+        /// Write the generation's files as plain files into DEST, on any filesystem, or as a
+        /// tar stream to standard output with DEST `-`; `restore --plain` makes a database of
+        /// either. No root, no btrfs at DEST.
+        #[arg(long, conflicts_with_all = ["stream", "compact"])]
+        plain: bool,
+        /// Write a new database holding only live entries (like `mdb_copy -c`), on any btrfs
+        /// filesystem.
+        #[arg(long, conflicts_with_all = ["stream", "plain"])]
+        compact: bool,
     },
-    /// Make a new database from a copy or from send streams
+    /// Make a new database from a copy, a plain copy or send streams
     ///
     /// Makes DEST a new database from a copy (a directory) or from `btrfs send` streams (files,
     /// or `-` for standard input: the full stream first, then incremental ones in order;
-    /// root). The result is checked whole before it can be opened; a failed restore leaves
+    /// root). With --plain, from what `backup --plain` wrote: its directory, a tar file, or
+    /// `-` for a tar stream on standard input; each file is checked against the copy's list;
+    /// no root. The result is checked whole before it can be opened; a failed restore leaves
     /// nothing.
     Restore {
-        /// A copy made by `backup`, or stream files.
+        /// A copy made by `backup`, or stream files (with --plain: one plain copy directory,
+        /// tar file, or `-`).
         #[arg(required = true, num_args = 1..)]
         sources: Vec<PathBuf>,
         /// The new database: a new or empty directory on btrfs.
         dest: PathBuf,
+        /// The source is a plain copy (`backup --plain`): a directory, a tar file or `-`.
+        #[arg(long)]
+        plain: bool,
     },
     /// Print tables' entries in hex, in the format `load` reads
     ///
@@ -336,8 +358,73 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
         Cmd::Backup {
             dir,
             dest,
+            plain: true,
+            ..
+        } => {
+            let target = if dest.as_os_str() == "-" {
+                PlainTarget::Stdout
+            } else {
+                PlainTarget::Dir(dest.clone())
+            };
+            let b = plain::backup_plain(&dir, &target)?;
+            let m = &b.manifest;
+            // With the tar stream on standard output, the report goes to stderr.
+            let mut report: Box<dyn Write> = match target {
+                PlainTarget::Stdout => Box::new(std::io::stderr()),
+                PlainTarget::Dir(_) => Box::new(out),
+            };
+            let (to, checked) = match (&target, b.verify_time) {
+                (PlainTarget::Dir(d), Some(v)) => (
+                    d.display().to_string(),
+                    format!("; read back and checked in {:.3} s", v.as_secs_f64()),
+                ),
+                _ => (
+                    format!("standard output (tar, {} bytes)", b.written),
+                    String::new(),
+                ),
+            };
+            writeln!(
+                report,
+                "copied generation {} of {} (identity {}) as plain files to {to}: {} files, {} MiB, in {:.3} s{checked}",
+                m.generation,
+                dir.display(),
+                m.identity,
+                m.files.len(),
+                mib(m.bytes()),
+                b.copy_time.as_secs_f64()
+            )?;
+        }
+        Cmd::Backup {
+            dir,
+            dest,
+            compact: true,
+            ..
+        } => {
+            let c = butter_tools::compact::compact(&dir, &dest)?;
+            writeln!(
+                out,
+                "compacted generation {} of {} (identity {}, {} MiB of segments) into {} (identity {}, generation {}): {} tables, {} entries, {} MiB of segments, written in {} commits in {:.3} s; read back and compared entry for entry in {:.3} s",
+                c.source_generation,
+                dir.display(),
+                c.source_identity,
+                mib(c.source_bytes),
+                dest.display(),
+                c.copy.identity,
+                c.copy.generation,
+                c.tables,
+                c.entries,
+                mib(c.copy.bytes),
+                c.commits,
+                c.copy_time.as_secs_f64(),
+                c.verify_time.as_secs_f64()
+            )?;
+        }
+        Cmd::Backup {
+            dir,
+            dest,
             stream,
             parent,
+            ..
         } => {
             let target = stream.map(|s| StreamTarget {
                 file: (s.as_os_str() != "-").then_some(s),
@@ -383,8 +470,21 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
                 )?;
             }
         }
-        Cmd::Restore { sources, dest } => {
-            let r = butter_tools::restore(&sources, &dest)?;
+        Cmd::Restore {
+            sources,
+            dest,
+            plain,
+        } => {
+            let r = if plain {
+                let [source] = sources.as_slice() else {
+                    return Err(ToolError::BadSources(
+                        "restore --plain takes one plain copy: a directory, a tar file or -".into(),
+                    ));
+                };
+                plain::restore_plain(&PlainSource::from_arg(source), &dest)?
+            } else {
+                butter_tools::restore(&sources, &dest)?
+            };
             let v = r.verified;
             writeln!(
                 out,

@@ -1,10 +1,13 @@
 //! The `butter` tool beside a live writer, with `btrfs send` streams, and killed half-way:
-//! - `check`, `stat` and `backup` while a writer commits and deletes the generations they read
-//!   never fail, and every copy holds exactly the state after some committed transaction;
+//! - `check`, `stat`, `backup`, `backup --plain` (restored) and `backup --compact` while a
+//!   writer commits and deletes the generations they read never fail, and every copy holds
+//!   exactly the state after some committed transaction;
 //! - a full and an incremental stream restore to the state they were taken at, and a
 //!   truncated stream is refused, leaving nothing;
-//! - a SIGKILL at any moment of `backup` or `restore` leaves either a whole copy or nothing the
-//!   engine opens (and `butter remove` clears what is left).
+//! - a SIGKILL at any moment of `backup` (`--compact` too) or `restore` (`--plain` too) leaves
+//!   either a whole copy or nothing the engine opens (and `butter remove` clears what is left);
+//!   of `backup --plain`, a copy that restores whole or one without its list, which `restore
+//!   --plain` refuses.
 
 mod common;
 
@@ -36,6 +39,22 @@ fn assert_committed_state(copy: &Path) -> u64 {
     j
 }
 
+/// `butter ARGS` with `input` on standard input.
+fn butter_with_input(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_butter"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run butter");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("wait")
+}
+
 /// Transactions the writer commits while the tool reads.
 const LIVE_TXNS: u64 = 120;
 
@@ -61,6 +80,25 @@ fn read_beside_writer(t: &TestDir, db: &Path, mut done: impl FnMut() -> bool) {
             stderr(&o)
         );
         copies.push(dest);
+        // A plain copy as a tar stream, restored; and a compacting copy.
+        let o = butter(&["backup", "--plain", path(db), "-"]);
+        assert!(
+            o.status.success(),
+            "backup --plain beside the writer: {}",
+            stderr(&o)
+        );
+        let plain = t.join(&format!("plain-{rounds}"));
+        let r = butter_with_input(&["restore", "--plain", "-", path(&plain)], &o.stdout);
+        assert!(r.status.success(), "restore --plain: {}", stderr(&r));
+        copies.push(plain);
+        let compact = t.join(&format!("compact-{rounds}"));
+        let o = butter(&["backup", "--compact", path(db), path(&compact)]);
+        assert!(
+            o.status.success(),
+            "backup --compact beside the writer: {}",
+            stderr(&o)
+        );
+        copies.push(compact);
         rounds += 1;
     }
     let seen: Vec<u64> = copies.iter().map(|c| assert_committed_state(c)).collect();
@@ -350,6 +388,57 @@ fn a_killed_backup_or_restore_leaves_nothing_the_engine_adopts() {
     assert!(butter(&["backup", path(&db), path(&copy)]).status.success());
     let left = kill_rounds(&["restore", path(&copy), path(&dest)], &dest, 80);
     eprintln!("restore from a copy killed: {left:?}");
+    // A compacting copy killed at any moment: its scratch database goes with the rest.
+    let left = kill_rounds(&["backup", "--compact", path(&db), path(&dest)], &dest, 120);
+    eprintln!("backup --compact killed: {left:?}");
+    assert!(
+        left.partial > 0,
+        "no kill fell inside a compacting copy: {left:?}"
+    );
+    // A plain copy killed at any moment: restored whole, or refused (its list is written last).
+    let plain = t.join("plain");
+    let (mut listed, mut unlisted) = (0, 0);
+    for step in 0..40u64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_butter"))
+            .args(["backup", "--plain", path(&db), path(&plain)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(step * step * 20));
+        let _ = child.kill();
+        child.wait().unwrap();
+        if !plain.exists() {
+            continue;
+        }
+        let o = butter(&["restore", "--plain", path(&plain), path(&dest)]);
+        if plain.join("butter-copy.manifest").exists() {
+            assert!(o.status.success(), "{}", stderr(&o));
+            assert_eq!(assert_committed_state(&dest), 20);
+            assert!(butter(&["remove", path(&dest)]).status.success());
+            listed += 1;
+        } else {
+            assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+            assert!(!dest.exists());
+            unlisted += 1;
+        }
+        remove_tree(&plain);
+    }
+    eprintln!("backup --plain killed: {listed} whole, {unlisted} without their list");
+    // A plain restore killed at any moment.
+    assert!(butter(&["backup", "--plain", path(&db), path(&plain)])
+        .status
+        .success());
+    let left = kill_rounds(
+        &["restore", "--plain", path(&plain), path(&dest)],
+        &dest,
+        80,
+    );
+    eprintln!("restore --plain killed: {left:?}");
+    assert!(
+        left.partial > 0,
+        "no kill fell inside a plain restore: {left:?}"
+    );
     if butter_test_support::is_root() {
         let stream = t.join("s.stream");
         let c2 = t.join("c2");

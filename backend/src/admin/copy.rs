@@ -6,7 +6,8 @@
 //! 1. `DEST` must not exist (its parent must) or be an empty directory; `butter.incomplete` is
 //!    written first. From here until step 6 the directory has no `butter.id`, so the engine
 //!    refuses to open it (`NotADatabase`, for the marker), and `butter remove` recognises it by the marker.
-//! 2. A writable snapshot of the source generation as `DEST/butter.staging`; then the source
+//! 2. A writable snapshot of the source generation as `DEST/butter.staging` (or, for a restore
+//!    from plain files, a new subvolume there that the files are written into); then the source
 //!    must still be read-only (a writer deleting it without privileges clears the flag before
 //!    it unlinks anything), else the staging copy is deleted and the newest generation is
 //!    taken instead.
@@ -14,7 +15,8 @@
 //! 4. The staging copy is opened as a generation (manifest and every segment present, with
 //!    their lengths, footers and indexes) and snapshotted read-only as `DEST/gen-N`, then
 //!    deleted.
-//! 5. (`butter restore` from streams: the received subvolumes in `butter.receive/` go.)
+//! 5. (`butter restore` from streams: the received subvolumes in `butter.receive/` go; a
+//!    compacting copy: the database it built in `butter.scratch/` goes.)
 //! 6. `DEST/butter.id` (written as `butter.id.tmp` and renamed): the engine now opens `DEST`.
 //! 7. The marker goes.
 //!
@@ -29,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
 use crate::root::{self, gen_name, DbId, Kind, ID_FILE, ID_TMP_FILE};
 
-use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
+use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, SCRATCH_DB, STAGING_SUBVOLUME};
 use super::remove::{remove_database, remove_received};
 use super::snapshot::{still_readonly, Snapshot};
 
@@ -201,8 +203,8 @@ impl NewCopy {
                 return Err(bad_dest(
                     &self.dest,
                     format!(
-                        "it is not on the btrfs filesystem of {} (a copy is a snapshot; \
-                         use a stream to copy elsewhere)",
+                        "it is not on the btrfs filesystem of {} (a copy is a snapshot; to copy \
+                         elsewhere use `butter backup --plain`, or a stream)",
                         source.dir().display()
                     ),
                 ))
@@ -214,6 +216,60 @@ impl NewCopy {
             delete_subvolume(&staging)?;
             return Ok(false);
         }
+        self.seal_staging(&staging, source.generation(), source.identity())?;
+        Ok(true)
+    }
+
+    /// Creates the writable subvolume `DEST/butter.staging`, for a generation's files written
+    /// one by one (`butter restore --plain`), and returns its path. [`NewCopy::install_staged`]
+    /// then makes what was written there the copy's generation.
+    ///
+    /// # Errors
+    /// [`Error::BadDestination`] if a generation is installed already; I/O.
+    pub fn stage(&mut self) -> Result<PathBuf> {
+        if self.installed.is_some() {
+            return Err(bad_dest(&self.dest, "it already holds a copied generation"));
+        }
+        let staging = self.dest.join(STAGING_SUBVOLUME);
+        BtrfsFs
+            .create_subvolume(&staging)
+            .map_err(|e| Error::io("create subvolume", &staging, e))?;
+        Ok(staging)
+    }
+
+    /// Makes the files written in the staging subvolume ([`NewCopy::stage`]) the copy's
+    /// generation: they must be a whole generation (identity, manifest, every segment it lists
+    /// with its length, footer and index), which then gets the copy's own identity, as any copy.
+    /// The segments' blocks are not read here: [`Snapshot::verify`] the result.
+    ///
+    /// # Errors
+    /// As [`Snapshot::open_generation`]: what was written is not a generation; I/O.
+    pub fn install_staged(&mut self) -> Result<&CopyInfo> {
+        let staging = self.dest.join(STAGING_SUBVOLUME);
+        let staged = Snapshot::open_generation(&staging)?;
+        let (generation, identity) = (staged.generation(), staged.identity());
+        drop(staged);
+        self.seal_staging(&staging, generation, identity)?;
+        self.installed
+            .as_ref()
+            .ok_or_else(|| bad_dest(&self.dest, "nothing was copied"))
+    }
+
+    /// Where a compacting copy builds its new database: `DEST/butter.scratch` (not created
+    /// here; the engine creates it when it opens it). [`NewCopy::finish`] removes it, and so
+    /// does dropping the copy.
+    pub fn scratch_dir(&self) -> PathBuf {
+        self.dest.join(SCRATCH_DB)
+    }
+
+    /// Steps 3–4 on the staging subvolume holding generation `generation` of the database
+    /// `source_identity`.
+    fn seal_staging(
+        &mut self,
+        staging: &Path,
+        generation: u64,
+        source_identity: String,
+    ) -> Result<()> {
         let id = DbId::generate()?;
         let staged_id = staging.join(ID_FILE);
         BtrfsFs
@@ -222,9 +278,9 @@ impl NewCopy {
         BtrfsFs
             .write_new_file(&staged_id, &id.encode(), FILE_MODE)
             .map_err(|e| Error::io("write", &staged_id, e))?;
-        let staged = Snapshot::open_generation(&staging)?;
-        if staged.generation() != source.generation() {
-            return Err(Error::corrupted(&staging, "the copy's manifest differs"));
+        let staged = Snapshot::open_generation(staging)?;
+        if staged.generation() != generation {
+            return Err(Error::corrupted(staging, "the copy's manifest differs"));
         }
         let bytes = staged
             .tables()
@@ -232,20 +288,20 @@ impl NewCopy {
             .flat_map(|t| t.segments.iter().map(|s| s.file_len))
             .sum();
         drop(staged);
-        let gen_dir = self.dest.join(gen_name(source.generation()));
+        let gen_dir = self.dest.join(gen_name(generation));
         BtrfsFs
-            .snapshot(&staging, &gen_dir, true)
+            .snapshot(staging, &gen_dir, true)
             .map_err(|e| Error::io("snapshot", &gen_dir, e))?;
-        delete_subvolume(&staging)?;
+        delete_subvolume(staging)?;
         self.installed = Some(CopyInfo {
-            generation: source.generation(),
-            source_identity: source.identity(),
+            generation,
+            source_identity,
             identity: id.to_hex_string(),
             generation_dir: gen_dir,
             bytes,
         });
         self.id = Some(id);
-        Ok(true)
+        Ok(())
     }
 
     /// Steps 5–7: deletes what was received, writes the identity (the engine opens the copy
@@ -260,6 +316,10 @@ impl NewCopy {
         let received = self.dest.join(RECEIVE_DIR);
         if root::check_kind(&received, Kind::Dir)? {
             remove_received(&received)?;
+        }
+        let scratch = self.dest.join(SCRATCH_DB);
+        if root::check_kind(&scratch, Kind::Dir)? {
+            remove_database(&scratch)?;
         }
         let tmp = self.dest.join(ID_TMP_FILE);
         let dst = self.dest.join(ID_FILE);

@@ -17,9 +17,9 @@ mod remove;
 mod snapshot;
 
 pub use copy::{backup, CopyInfo, NewCopy};
-pub use names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
+pub use names::{INCOMPLETE_MARKER, RECEIVE_DIR, SCRATCH_DB, STAGING_SUBVOLUME};
 pub use remove::{remove_database, Removed};
 pub use snapshot::{
-    database_bytes, inspect_dir, DirInfo, FsUsage, SegmentInfo, Snapshot, TableInfo, TableStats,
-    Verified,
+    database_bytes, inspect_dir, DirInfo, FsUsage, GenerationFile, SegmentInfo, Snapshot,
+    TableInfo, TableStats, Verified,
 };

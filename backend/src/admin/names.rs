@@ -11,3 +11,6 @@ pub const INCOMPLETE_MARKER: &str = root::INCOMPLETE_FILE;
 pub const STAGING_SUBVOLUME: &str = "butter.staging";
 /// Where `butter restore` receives `btrfs send` streams.
 pub const RECEIVE_DIR: &str = "butter.receive";
+/// Where a compacting copy builds its new database (with the engine's own writer) before its
+/// newest generation becomes the copy's; removed with the copy.
+pub const SCRATCH_DB: &str = "butter.scratch";

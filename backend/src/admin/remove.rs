@@ -11,7 +11,7 @@ use crate::root::{
     self, parse_gen_name, Kind, COMPACT_DIR, ID_FILE, ID_TMP_FILE, LIVE_DIR, LOCK_FILE,
 };
 
-use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, STAGING_SUBVOLUME};
+use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, SCRATCH_DB, STAGING_SUBVOLUME};
 
 /// What [`remove_database`] deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,7 +35,8 @@ fn not_a_database(dir: &Path, reason: impl Into<String>) -> Error {
 /// engine's subvolume deletion, which works without root), `compact/` and its files.
 ///
 /// Refuses, changing nothing, a directory that holds anything but the engine's names (and the
-/// `butter` tool's: [`INCOMPLETE_MARKER`], [`STAGING_SUBVOLUME`], [`RECEIVE_DIR`]), one with
+/// `butter` tool's: [`INCOMPLETE_MARKER`], [`STAGING_SUBVOLUME`], [`RECEIVE_DIR`],
+/// [`SCRATCH_DB`]), one with
 /// neither `butter.id` nor the marker (unless its generations, all carrying one identity, are
 /// what `rm -rf` left of it), a generation of another database, an entry of the wrong
 /// type, and a database whose writer's lock a process holds. The lock is held until the end.
@@ -50,6 +51,7 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
     }
     let mut generations = Vec::new();
     let mut receive = false;
+    let mut scratch = false;
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| Error::io("list", dir, e))?;
@@ -60,6 +62,10 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
             ID_FILE | ID_TMP_FILE | LOCK_FILE | INCOMPLETE_MARKER => Kind::File,
             LIVE_DIR | STAGING_SUBVOLUME => Kind::Subvolume,
             COMPACT_DIR => Kind::Dir,
+            SCRATCH_DB => {
+                scratch = true;
+                Kind::Dir
+            }
             RECEIVE_DIR => {
                 receive = true;
                 Kind::Dir
@@ -123,6 +129,27 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
         let r = dir.join(RECEIVE_DIR);
         removed.other_subvolumes += std::fs::read_dir(&r).map_or(0, Iterator::count);
         remove_received(&r)?;
+    }
+    if scratch {
+        // A compacting copy's database under construction: a database of its own. Killed
+        // while the engine was creating it, it has no identity yet; inside a copy being made
+        // (this directory carried the marker) it is the copy's all the same, so it is marked
+        // as such and removed.
+        let inner = dir.join(SCRATCH_DB);
+        let inner_marker = inner.join(INCOMPLETE_MARKER);
+        if marked
+            && !root::check_kind(&inner.join(ID_FILE), Kind::File)?
+            && !root::check_kind(&inner_marker, Kind::File)?
+        {
+            BtrfsFs
+                .write_new_file(
+                    &inner_marker,
+                    b"the scratch database of a compacting copy, being removed\n",
+                    0o600,
+                )
+                .map_err(|e| Error::io("write", &inner_marker, e))?;
+        }
+        remove_database(&inner)?;
     }
     for name in [LIVE_DIR, STAGING_SUBVOLUME] {
         removed.other_subvolumes += usize::from(dir.join(name).exists());

@@ -376,6 +376,73 @@ impl Snapshot {
     }
 }
 
+/// One file of an opened generation, to be copied byte for byte elsewhere (`butter backup
+/// --plain`): its name in the generation directory, its length, and the descriptor the
+/// [`Snapshot`] opened, so that what is read is this generation's even after a writer deleted
+/// it.
+#[derive(Debug)]
+pub struct GenerationFile<'a> {
+    /// Its name in the generation (`butter.id`, `MANIFEST`, `<16 hex digits>.seg`).
+    pub name: String,
+    /// Its length: the manifest's for a segment, the bytes read at open for the manifest.
+    pub len: u64,
+    file: &'a File,
+}
+
+impl GenerationFile<'_> {
+    /// Reads up to `buf.len()` bytes at `offset` (`pread`); 0 at the end of the file.
+    ///
+    /// # Errors
+    /// I/O.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        self.file.read_at(buf, offset)
+    }
+}
+
+impl Snapshot {
+    /// Every file the generation is made of, open since [`Snapshot::open`]: each segment the
+    /// manifest lists (in the manifest's order), then `MANIFEST`, then `butter.id`. Nothing
+    /// else belongs to a committed generation.
+    ///
+    /// # Errors
+    /// I/O (the identity file's length).
+    pub fn files(&self) -> Result<Vec<GenerationFile<'_>>> {
+        let mut files = Vec::new();
+        for t in &self.tables {
+            for s in &t.segments {
+                files.push(GenerationFile {
+                    name: segment::file_name(s.seq),
+                    len: s.file_len,
+                    file: s.file(),
+                });
+            }
+        }
+        let [id_file, manifest_file] = self._files.as_slice() else {
+            return Err(Error::corrupted(
+                &self.dir,
+                "the generation's files are not open",
+            ));
+        };
+        files.push(GenerationFile {
+            name: MANIFEST_FILE.into(),
+            len: self.manifest_len,
+            file: manifest_file,
+        });
+        let id_path = self.dir.join(ID_FILE);
+        let id_len = id_file
+            .metadata()
+            .map_err(|e| Error::io("fstat", &id_path, e))?
+            .len();
+        files.push(GenerationFile {
+            name: ID_FILE.into(),
+            len: id_len,
+            file: id_file,
+        });
+        Ok(files)
+    }
+}
+
 /// A filesystem's size and use (`statvfs`), in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FsUsage {

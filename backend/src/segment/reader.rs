@@ -247,6 +247,11 @@ fn read_index(file: &File, path: &Path, footer: &Footer) -> Result<Vec<BlockLoc>
 }
 
 impl Segment {
+    /// The open segment file (for copying it byte for byte: `admin`'s export of a generation).
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Open a segment file and check it against what the manifest says about it: its length
     /// and footer, its entry count, and its block index.
     pub(crate) fn open(
