@@ -216,9 +216,19 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     // then every directory, before the fixture is read through or anything runs.
     let reader = FixtureReader::open(&args.fixture)
         .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
+    let manifest = reader.manifest().clone();
+    // The settings too (--batches 0, --history-length 0, --validator-chunk-size 0,
+    // --update-period 5, ...): a run refused for them creates neither --out nor a --db-dir.
+    let fill_only = args.batches == Some(0) && args.fill_epochs.is_some() && args.keep_db;
+    if args.batches == Some(0) && !fill_only {
+        bail!(
+            "nothing to replay: --batches 0 (allowed only with --fill-epochs and --keep-db, \
+             to fill a database and keep it)"
+        );
+    }
+    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
     let (out_dir, plans) = prepare_dirs(&out, &backends, &dirs)?;
 
-    let manifest = reader.manifest().clone();
     eprintln!("checking fixture {} ...", args.fixture.display());
     let batch_count = reader
         .verify()
@@ -226,7 +236,6 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
     // `--batches 0 --fill-epochs N --keep-db` fills a database and keeps it (for another
     // program to replay on, as scripts/bench.sh does for Lighthouse's rows).
-    let fill_only = args.batches == Some(0) && args.fill_epochs.is_some() && args.keep_db;
     if batches_replayed == 0 && !fill_only {
         match args.batches {
             Some(0) => bail!(
@@ -242,7 +251,6 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
 
     let machine = Machine::probe();
     let build = Build::probe();
-    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
     print_header(
         &args.fixture,
         &manifest,
