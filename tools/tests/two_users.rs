@@ -125,7 +125,8 @@ fn canary(at: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// Item 4, the check: a DEST another user can write (theirs, or group-writable without the
 /// sticky bit) is refused by `backup` and `restore`, changing nothing; a `--stream` file in
-/// such a directory too. Before the fix, root copied into each of them.
+/// such a directory too, and a new database of `load` (item 3). Before the fix, root copied
+/// (and loaded) into each of them.
 #[test]
 fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
     let Some(t) = two_user_dir("issue57_item4_refuse") else {
@@ -138,6 +139,10 @@ fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
     let group = t.join("group");
     std::fs::create_dir(&group).unwrap();
     chmod(&group, 0o770);
+    let dump = t.join("dump");
+    let o = butter(&["dump", "--all", path(&db)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&dump, &o.stdout).unwrap();
     let before = tree(&t.0);
     for dest in [&theirs, &group] {
         assert_refused(
@@ -155,6 +160,11 @@ fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
             &format!("backup into {}", new.display()),
         );
     }
+    // `load` makes a new database directory: not in a directory the other user can write.
+    assert_refused(
+        &butter(&["load", path(&theirs.join("loaded")), "--input", path(&dump)]),
+        "load into the other user's directory",
+    );
     let mine = t.join("mine");
     assert_refused(
         &butter(&[
