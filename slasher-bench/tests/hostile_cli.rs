@@ -990,9 +990,14 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid}");
 }
 
-/// Hole 1: during user A's replay, user B (who can write the shared --db-dir) renames the
-/// run's database directory away and puts a symlink to another database of A's in its place.
-/// The run must neither write into nor delete through the symlink, and must fail saying so.
+/// Hole 1: during user A's replay, user B renames the run's database directory away and puts
+/// a symlink to another database of A's in its place. The run must neither write into nor
+/// delete through the symlink. Since issue 57 a --db-dir that B can write is refused before
+/// anything is made in it, so B does this one level up: the --db-dir is A's own, in a
+/// directory B can write; B renames it and makes a directory of B's in its place, holding the
+/// symlink under the run's database name. The run reaches its database through handles only,
+/// so it finishes and removes its database where it made it. (The child's side of a swapped
+/// database directory: `issue57_item1_*`.)
 #[test]
 fn issue47_hole1_swapped_database_directory_is_not_followed() {
     let test = "issue47_hole1_swapped_database_directory";
@@ -1012,20 +1017,43 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
     let shared = w.join("sb");
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    // Issue 57: as --db-dir itself it is refused, nothing made in it.
+    let refused = run(
+        &butter_replay(&shared, &w.join("out-refused"), &["--batches", "3"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        !refused.status.success(),
+        "a --db-dir B can write was accepted"
+    );
+    assert!(
+        stderr(&refused).contains("is refused") && stderr(&refused).contains("mode 777"),
+        "no clear refusal: {}",
+        stderr(&refused)
+    );
+    assert!(
+        tree_state(&shared).is_empty(),
+        "the refused --db-dir was written to"
+    );
+    let mine = shared.join("mine");
+    fs::create_dir(&mine).unwrap();
     let log = fs::File::create(w.join("stderr.txt")).expect("log file");
-    let args = butter_replay(&shared, &w.join("out"), &["--batches", "10"]);
+    let args = butter_replay(&mine, &w.join("out"), &["--batches", "10"]);
     let mut a = bench(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .expect("start replay");
-    let child = wait_for_butter_child(&mut a, &shared);
+    let child = wait_for_butter_child(&mut a, &mine);
     // Hold the run still while B swaps its directory, so the swap lands mid-run.
     signal(child, "STOP");
-    let name = databases_in(&shared).pop().expect("the run's database");
-    let db = shared.join(&name);
+    let name = databases_in(&mine).pop().expect("the run's database");
+    let db = mine.join(&name);
     let moved = shared.join("moved-away");
-    assert!(other_user("mv", &[p(&db), p(&moved)]).status.success());
+    assert!(other_user("mv", &[p(&mine), p(&moved)]).status.success());
+    assert!(other_user("mkdir", &[p(&mine)]).status.success());
     assert!(other_user("ln", &["-s", p(&victim), p(&db)])
         .status
         .success());
@@ -1042,18 +1070,16 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
         fs::symlink_metadata(&db).unwrap().file_type().is_symlink(),
         "B's symlink was removed or replaced"
     );
+    // The run holds its --db-dir open: it removed its database where it made it (now under
+    // B's new name), through that handle, and so finished as usual.
+    assert!(status.success(), "the run failed: {log}");
     assert!(
-        !status.success(),
-        "the run exited 0 after its directory was swapped"
-    );
-    assert!(
-        log.contains("no longer the database directory this run made"),
-        "the run said nothing about the swap"
+        databases_in(&moved).is_empty(),
+        "the run's database was not removed where it was made"
     );
     fs::remove_file(&db).unwrap();
-    for dir in [&moved, &victim] {
-        slasher_bench::clean::remove_db_dir(dir).expect("cleanup");
-    }
+    fs::remove_dir(&mine).unwrap();
+    slasher_bench::clean::remove_db_dir(&victim).expect("cleanup");
 }
 
 /// Hole 2: user B plants `report.md` in A's sticky, world-writable --out as a symlink to a
