@@ -148,6 +148,43 @@ impl BackendVisitor for ChildVisitor<'_> {
 }
 
 pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
+    run_child_through_handle(args, result_file).map_err(|e| {
+        match name_db_dir(&crate::errors::chain_text(&e), Path::new(&args.db_dir)) {
+            Some(text) => anyhow::Error::msg(text),
+            None => e,
+        }
+    })
+}
+
+/// `text` with each `/proc/self/fd/N/.` (how the child reaches the database directory, through
+/// its handle) replaced by `db_dir`, the path the run was given, so that errors name a path
+/// the user knows; `None` if `text` holds none.
+pub(super) fn name_db_dir(text: &str, db_dir: &Path) -> Option<String> {
+    const PREFIX: &str = "/proc/self/fd/";
+    if !text.contains(PREFIX) {
+        return None;
+    }
+    let shown = db_dir.display().to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + PREFIX.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let tail = &after[digits..];
+        if digits > 0 && tail.starts_with("/.") && !tail[2..].starts_with('.') {
+            out.push_str(&shown);
+            rest = &tail[2..];
+        } else {
+            out.push_str(PREFIX);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn run_child_through_handle(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
     // Handlers first, then the parent-death signal, so that SIGTERM always finds a handler.
     let interrupt = Interrupt::install_child().context("installing the SIGINT/SIGTERM handlers")?;
     if let Some(parent) = args.parent_pid {
