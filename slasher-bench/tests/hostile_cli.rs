@@ -373,12 +373,8 @@ fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
         .stderr(log)
         .spawn()
         .expect("start replay");
-    let streaming = || {
-        fs::read_dir(&out).is_ok_and(|rd| {
-            rd.filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_string_lossy().ends_with(".json.batches"))
-        })
-    };
+    // The child's batch stream has no name in --out (an unnamed file it was handed): the
+    // child is in its first batch once its database exists and it has used some CPU.
     let mut child = None;
     wait_until(
         Duration::from_secs(120),
@@ -387,8 +383,13 @@ fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
             if let Ok(Some(status)) = parent.try_wait() {
                 panic!("replay ended early ({status})");
             }
-            child = children_of(parent.id()).first().copied();
-            child.is_some() && streaming()
+            child = children_of(parent.id()).into_iter().find(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("--child-result"))
+            });
+            child.is_some()
+                && !databases_in(&db).is_empty()
+                && child.is_some_and(|pid| cpu_ticks(pid) >= 300)
         },
     );
     // Well into the first batch, which takes minutes with this chunk size. Short-lived
@@ -1450,6 +1451,78 @@ fn issue47_second_signal_ends_a_stuck_child() {
     let log = log_of(w);
     assert!(!status.success(), "the run passed with a killed child");
     assert!(log.contains("FAILED"), "the child's end is not reported");
+}
+
+/// Issue 57 (smaller item): a run ended by a second SIGTERM (the parent ends at once, its
+/// child, stuck in a batch, gets the parent-death SIGTERM as its second signal and ends at
+/// once too) leaves none of the child's files in --out: they have no name there (unnamed
+/// files the parent hands down). Before, the child's batch stream was left.
+#[test]
+fn issue57_interrupted_run_leaves_no_child_files_in_out() {
+    let work = scratch("hostile-leftover-");
+    let w = work.path();
+    let out = w.join("out");
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let mut parent = bench(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "lmdb",
+        "--validator-chunk-size",
+        "4294967295",
+        "--no-progress",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&out),
+    ])
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start replay");
+    let db = w.join("db");
+    let mut child = None;
+    wait_until(
+        Duration::from_secs(120),
+        "the replay child to be stuck in a batch",
+        || {
+            child = children_of(parent.id()).into_iter().find(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("--child-result"))
+            });
+            child.is_some()
+                && databases_in(&db)
+                    .iter()
+                    .any(|n| db.join(n).join("data.mdb").exists())
+                && child.is_some_and(|pid| cpu_ticks(pid) >= 300)
+        },
+    );
+    let child = child.unwrap();
+    signal(parent.id(), "TERM");
+    // The parent forwards the first signal to the child, then ends at the second.
+    wait_until(
+        Duration::from_secs(30),
+        "the first SIGTERM to reach the child",
+        || log_of(w).contains("stopping lmdb after its current batch"),
+    );
+    signal(parent.id(), "TERM");
+    let status = wait_exit(&mut parent, Duration::from_secs(60));
+    assert!(!status.success(), "the run passed after two signals");
+    wait_until(Duration::from_secs(30), "the child to end", || {
+        !alive(child)
+    });
+    let _ = log_of(w);
+    let left: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".child-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the interrupted run left {left:?} in --out"
+    );
 }
 
 /// Issue 47: after a user's `rm -rf` removed a kept butter database's marker and files but not
