@@ -17,25 +17,15 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
+use rustix::fs::{AtFlags, FileType};
 
 use crate::error::{Error, Result};
-use crate::fs::{open_dir_at, FileId};
+use crate::fs::{open_dir_at, open_dir_nofollow, FileId};
 
 /// The group's and others' write bits (`S_IWGRP | S_IWOTH`).
 const GROUP_OR_OTHERS_WRITE: u32 = 0o022;
 /// `S_ISVTX`.
 const STICKY: u32 = 0o1000;
-
-/// Opens `path` as a directory without following a symlink in its final component.
-fn open_nofollow_dir(path: &Path) -> io::Result<OwnedFd> {
-    Ok(rustix::fs::openat(
-        CWD,
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?)
-}
 
 /// Why the open directory `dir` may not be written in by this process: a user other than the
 /// caller and root can write it. `None` if only they can (or it is sticky and theirs).
@@ -76,7 +66,7 @@ pub(crate) struct Held {
 impl Held {
     /// Opens `path` (no symlink as its final component: `ENOTDIR`/`ELOOP`).
     pub(crate) fn open(path: &Path) -> io::Result<Held> {
-        Ok(Held::new(open_nofollow_dir(path)?, path))
+        Ok(Held::new(open_dir_nofollow(path)?, path))
     }
 
     /// Opens the directory `name` in the open directory `parent`, not following a symlink.
