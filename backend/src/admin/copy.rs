@@ -87,8 +87,8 @@ fn bad_dest(dest: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
-/// Opens the directory `path` follows to (its own path, symlinks included), or an error for
-/// `dest`.
+/// Opens `parent`, the directory a new `dest` is to be made in (the user's own path, followed
+/// as given); a missing one is a [`Error::BadDestination`] for `dest`.
 fn open_parent(parent: &Path, dest: &Path) -> Result<OwnedFd> {
     rustix::fs::open(
         parent,
