@@ -108,6 +108,10 @@ fn assert_refused(o: &Output, what: &str) {
         err.contains("is refused") && err.contains("Nothing was changed"),
         "{what}: {err}"
     );
+    assert!(
+        !err.contains("/proc/self/fd"),
+        "{what}: names the handle: {err}"
+    );
 }
 
 /// The canary: a closed database of another user's (here root's, in a directory of its own)
@@ -358,7 +362,9 @@ fn issue57_item5_remove_swapped_mid_removal() {
         "the name no longer leads to it: not removed by name"
     );
     assert!(
-        stderr(&o).contains("no longer leads to the directory"),
+        stderr(&o).contains("no longer leads to the directory")
+            && stderr(&o).contains(path(&db))
+            && !stderr(&o).contains("/proc/self/fd"),
         "{}",
         stderr(&o)
     );
