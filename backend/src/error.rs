@@ -173,6 +173,20 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A directory given to a command that writes or deletes in it can be written by a user
+    /// other than the caller and root (its owner, its group, or everyone without the sticky
+    /// bit), who could swap what the command works on. Nothing was changed.
+    #[error(
+        "{path} is refused: {reason}; another user could swap what this command works on \
+         there. Nothing was changed (use a directory only you or root can write: owned by \
+         you, chmod go-w, or chmod +t on one of your own)"
+    )]
+    SharedDirectory {
+        /// The directory, as given.
+        path: PathBuf,
+        /// Who else can write it.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -220,6 +234,54 @@ impl Error {
                 if path.as_path() == from =>
             {
                 *path = to.to_path_buf();
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// The same error, naming paths under `to` where they were under `from`: the admin
+    /// functions reach a directory given by the user through its handle
+    /// (`/proc/self/fd/N/.`), and their errors name the path the user gave instead.
+    pub(crate) fn rebased(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
+        let swap = |path: &mut PathBuf| {
+            if let Ok(rest) = path.strip_prefix(from) {
+                *path = if rest.as_os_str().is_empty() {
+                    to.to_path_buf()
+                } else {
+                    to.join(rest)
+                };
+            }
+        };
+        let (from_s, to_s) = (from.display().to_string(), to.display().to_string());
+        let swap_text = |text: &mut String| {
+            if text.contains(&from_s) {
+                *text = text.replace(&from_s, &to_s);
+            }
+        };
+        match &mut self {
+            Error::NotBtrfs { path, .. }
+            | Error::NotSubvolumeCapable { path, .. }
+            | Error::PermissionDenied { path, .. }
+            | Error::DiskFull { path, .. }
+            | Error::Io { path, .. }
+            | Error::ChecksumMismatch { path, .. }
+            | Error::UnsupportedFormatVersion { path, .. } => swap(path),
+            Error::Locked { path, lock } => {
+                swap(path);
+                swap(lock);
+            }
+            Error::Corrupted { path, reason }
+            | Error::ForeignEntry { path, reason }
+            | Error::NotADatabase { path, reason }
+            | Error::BadDestination { path, reason }
+            | Error::SharedDirectory { path, reason } => {
+                swap(path);
+                swap_text(reason);
+            }
+            Error::CommitOutcomeUnknown { source, .. } => {
+                let inner = std::mem::replace(source.as_mut(), Error::Poisoned);
+                **source = inner.rebased(from, to);
             }
             _ => {}
         }

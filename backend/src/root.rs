@@ -423,7 +423,7 @@ pub fn holds_only_database_remains(dir: &Path) -> bool {
 }
 
 /// Whether `name` is a background merge's output (`<16 hex digits>.seg`).
-fn is_merge_output(name: &str) -> bool {
+pub(crate) fn is_merge_output(name: &str) -> bool {
     name.strip_suffix(".seg").is_some_and(|stem| {
         stem.len() == 16
             && stem

@@ -119,6 +119,21 @@ impl OutDir {
         Ok(std::fs::File::from(fd))
     }
 
+    /// A new file in the directory that has no name (`O_TMPFILE`), for reading and writing:
+    /// nobody can open, replace or plant it, and it is gone when its last descriptor closes.
+    ///
+    /// # Errors
+    /// I/O errors (`EOPNOTSUPP` where the filesystem has no `O_TMPFILE`).
+    pub fn create_unnamed(&self) -> std::io::Result<std::fs::File> {
+        let fd = rustix::fs::openat(
+            self.dir.as_fd(),
+            ".",
+            OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        Ok(std::fs::File::from(fd))
+    }
+
     /// [`OutDir::create_new`] under a name no other user can guess (`prefix`, random hex,
     /// `suffix`); a name taken meanwhile is passed over for another. Returns the name.
     ///

@@ -93,5 +93,6 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
         child_result: None,
         parent_pid: None,
         db_dir_fd: None,
+        child_fds: None,
     })
 }

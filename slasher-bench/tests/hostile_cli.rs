@@ -373,12 +373,8 @@ fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
         .stderr(log)
         .spawn()
         .expect("start replay");
-    let streaming = || {
-        fs::read_dir(&out).is_ok_and(|rd| {
-            rd.filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_string_lossy().ends_with(".json.batches"))
-        })
-    };
+    // The child's batch stream has no name in --out (an unnamed file it was handed): the
+    // child is in its first batch once its database exists and it has used some CPU.
     let mut child = None;
     wait_until(
         Duration::from_secs(120),
@@ -387,8 +383,13 @@ fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
             if let Ok(Some(status)) = parent.try_wait() {
                 panic!("replay ended early ({status})");
             }
-            child = children_of(parent.id()).first().copied();
-            child.is_some() && streaming()
+            child = children_of(parent.id()).into_iter().find(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("--child-result"))
+            });
+            child.is_some()
+                && !databases_in(&db).is_empty()
+                && child.is_some_and(|pid| cpu_ticks(pid) >= 300)
         },
     );
     // Well into the first batch, which takes minutes with this chunk size. Short-lived
@@ -990,9 +991,14 @@ fn signal(pid: u32, name: &str) {
     assert!(status.success(), "kill -{name} {pid}");
 }
 
-/// Hole 1: during user A's replay, user B (who can write the shared --db-dir) renames the
-/// run's database directory away and puts a symlink to another database of A's in its place.
-/// The run must neither write into nor delete through the symlink, and must fail saying so.
+/// Hole 1: during user A's replay, user B renames the run's database directory away and puts
+/// a symlink to another database of A's in its place. The run must neither write into nor
+/// delete through the symlink. Since issue 57 a --db-dir that B can write is refused before
+/// anything is made in it, so B does this one level up: the --db-dir is A's own, in a
+/// directory B can write; B renames it and makes a directory of B's in its place, holding the
+/// symlink under the run's database name. The run reaches its database through handles only,
+/// so it finishes and removes its database where it made it. (The child's side of a swapped
+/// database directory: `issue57_item1_*`.)
 #[test]
 fn issue47_hole1_swapped_database_directory_is_not_followed() {
     let test = "issue47_hole1_swapped_database_directory";
@@ -1012,20 +1018,43 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
     let shared = w.join("sb");
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    // Issue 57: as --db-dir itself it is refused, nothing made in it.
+    let refused = run(
+        &butter_replay(&shared, &w.join("out-refused"), &["--batches", "3"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        !refused.status.success(),
+        "a --db-dir B can write was accepted"
+    );
+    assert!(
+        stderr(&refused).contains("is refused") && stderr(&refused).contains("mode 777"),
+        "no clear refusal: {}",
+        stderr(&refused)
+    );
+    assert!(
+        tree_state(&shared).is_empty(),
+        "the refused --db-dir was written to"
+    );
+    let mine = shared.join("mine");
+    fs::create_dir(&mine).unwrap();
     let log = fs::File::create(w.join("stderr.txt")).expect("log file");
-    let args = butter_replay(&shared, &w.join("out"), &["--batches", "10"]);
+    let args = butter_replay(&mine, &w.join("out"), &["--batches", "10"]);
     let mut a = bench(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .expect("start replay");
-    let child = wait_for_butter_child(&mut a, &shared);
+    let child = wait_for_butter_child(&mut a, &mine);
     // Hold the run still while B swaps its directory, so the swap lands mid-run.
     signal(child, "STOP");
-    let name = databases_in(&shared).pop().expect("the run's database");
-    let db = shared.join(&name);
+    let name = databases_in(&mine).pop().expect("the run's database");
+    let db = mine.join(&name);
     let moved = shared.join("moved-away");
-    assert!(other_user("mv", &[p(&db), p(&moved)]).status.success());
+    assert!(other_user("mv", &[p(&mine), p(&moved)]).status.success());
+    assert!(other_user("mkdir", &[p(&mine)]).status.success());
     assert!(other_user("ln", &["-s", p(&victim), p(&db)])
         .status
         .success());
@@ -1042,18 +1071,16 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
         fs::symlink_metadata(&db).unwrap().file_type().is_symlink(),
         "B's symlink was removed or replaced"
     );
+    // The run holds its --db-dir open: it removed its database where it made it (now under
+    // B's new name), through that handle, and so finished as usual.
+    assert!(status.success(), "the run failed: {log}");
     assert!(
-        !status.success(),
-        "the run exited 0 after its directory was swapped"
-    );
-    assert!(
-        log.contains("no longer the database directory this run made"),
-        "the run said nothing about the swap"
+        databases_in(&moved).is_empty(),
+        "the run's database was not removed where it was made"
     );
     fs::remove_file(&db).unwrap();
-    for dir in [&moved, &victim] {
-        slasher_bench::clean::remove_db_dir(dir).expect("cleanup");
-    }
+    fs::remove_dir(&mine).unwrap();
+    slasher_bench::clean::remove_db_dir(&victim).expect("cleanup");
 }
 
 /// Hole 2: user B plants `report.md` in A's sticky, world-writable --out as a symlink to a
@@ -1424,6 +1451,78 @@ fn issue47_second_signal_ends_a_stuck_child() {
     let log = log_of(w);
     assert!(!status.success(), "the run passed with a killed child");
     assert!(log.contains("FAILED"), "the child's end is not reported");
+}
+
+/// Issue 57 (smaller item): a run ended by a second SIGTERM (the parent ends at once, its
+/// child, stuck in a batch, gets the parent-death SIGTERM as its second signal and ends at
+/// once too) leaves none of the child's files in --out: they have no name there (unnamed
+/// files the parent hands down). Before, the child's batch stream was left.
+#[test]
+fn issue57_interrupted_run_leaves_no_child_files_in_out() {
+    let work = scratch("hostile-leftover-");
+    let w = work.path();
+    let out = w.join("out");
+    let log = fs::File::create(w.join("stderr.txt")).expect("log file");
+    let mut parent = bench(&[
+        "replay",
+        "--fixture",
+        p(&fixture("synthetic-tiny.fixture")),
+        "--backends",
+        "lmdb",
+        "--validator-chunk-size",
+        "4294967295",
+        "--no-progress",
+        "--db-dir",
+        p(&w.join("db")),
+        "--out",
+        p(&out),
+    ])
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start replay");
+    let db = w.join("db");
+    let mut child = None;
+    wait_until(
+        Duration::from_secs(120),
+        "the replay child to be stuck in a batch",
+        || {
+            child = children_of(parent.id()).into_iter().find(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.contains("--child-result"))
+            });
+            child.is_some()
+                && databases_in(&db)
+                    .iter()
+                    .any(|n| db.join(n).join("data.mdb").exists())
+                && child.is_some_and(|pid| cpu_ticks(pid) >= 300)
+        },
+    );
+    let child = child.unwrap();
+    signal(parent.id(), "TERM");
+    // The parent forwards the first signal to the child, then ends at the second.
+    wait_until(
+        Duration::from_secs(30),
+        "the first SIGTERM to reach the child",
+        || log_of(w).contains("stopping lmdb after its current batch"),
+    );
+    signal(parent.id(), "TERM");
+    let status = wait_exit(&mut parent, Duration::from_secs(60));
+    assert!(!status.success(), "the run passed after two signals");
+    wait_until(Duration::from_secs(30), "the child to end", || {
+        !alive(child)
+    });
+    let _ = log_of(w);
+    let left: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".child-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the interrupted run left {left:?} in --out"
+    );
 }
 
 /// Issue 47: after a user's `rm -rf` removed a kept butter database's marker and files but not

@@ -399,6 +399,37 @@ fn slasher_settings_are_checked_recorded_and_kept_apart() {
         );
     }
 
+    // Issue 57: a setting refused creates neither --out nor --db-dir (both were created
+    // before the settings were checked).
+    let (new_out, new_dbs) = (work.path().join("new-out"), work.path().join("new-dbs"));
+    for bad in [
+        &["--batches", "0"][..],
+        &["--history-length", "0"][..],
+        &["--validator-chunk-size", "0"][..],
+        &["--update-period", "5"][..],
+    ] {
+        let mut args = vec![
+            "replay",
+            "--fixture",
+            path(&fixture),
+            "--backends",
+            "lmdb",
+            "--db-dir",
+            path(&new_dbs),
+            "--out",
+            path(&new_out),
+            "--no-progress",
+        ];
+        args.extend_from_slice(bad);
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad:?} accepted");
+        assert!(
+            !new_out.exists() && !new_dbs.exists(),
+            "{bad:?}: --out or --db-dir was created before the refusal: {stderr}"
+        );
+    }
+
     let lighthouse = work.path().join("lighthouse");
     assert!(replay(&lighthouse, &["--history-length", "64"])
         .status

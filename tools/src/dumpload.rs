@@ -223,6 +223,7 @@ fn parse_header(line_no: u64, line: &str) -> Result<String> {
 /// [`ToolError::LoadDestination`], [`ToolError::BadDump`], [`ToolError::Engine`],
 /// [`ToolError::Output`] (reading the input).
 pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
+    refuse_shared_parent(dir)?;
     if dir.symlink_metadata().is_ok() {
         return Err(ToolError::LoadDestination(dir.to_path_buf()));
     }
@@ -242,6 +243,38 @@ pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
         }
     }
     result
+}
+
+/// Refuses (`SharedDirectory`, nothing created) a new database directory whose parent users
+/// other than the caller and root can write (unless it is sticky): they could swap the new
+/// directory while the database is built in it.
+fn refuse_shared_parent(dir: &Path) -> Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let fd = match rustix::fs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        // A missing parent: the creation below says so.
+        Err(_) => return Ok(()),
+    };
+    match butter_db::admin::shared_reason(std::os::fd::AsFd::as_fd(&fd)) {
+        Ok(Some(reason)) => Err(ToolError::Engine(butter_db::Error::SharedDirectory {
+            path: parent.to_path_buf(),
+            reason,
+        })),
+        Ok(None) => Ok(()),
+        Err(source) => Err(ToolError::StreamFile {
+            op: "stat",
+            path: parent.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 fn load_into(env: &Env, input: &mut dyn BufRead) -> Result<Loaded> {

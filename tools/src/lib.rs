@@ -371,48 +371,49 @@ pub struct BackedUp {
 /// is left behind.
 pub fn backup(dir: &Path, dest: &Path, stream: Option<&StreamTarget>) -> Result<BackedUp> {
     let mut parent = None;
+    let mut stream_dir = None;
     if let Some(s) = stream {
         if let Some(file) = &s.file {
-            if file.symlink_metadata().is_ok() {
-                return Err(ToolError::StreamExists(file.clone()));
-            }
+            stream_dir = Some(StreamDir::open(file)?);
         }
         if let Some(prev) = &s.parent {
             parent = Some(Snapshot::open(prev)?);
         }
     }
     let t = Instant::now();
-    let copy = admin::backup(dir, dest)?;
+    // DEST is opened once and checked here; the copy, the stream and any removal on failure
+    // reach it through that handle only. The copy becomes a database (its `butter.id`) only
+    // once the stream, if any, was written.
+    let copy = admin::prepare_backup(dir, dest)?;
     let copy_time = t.elapsed();
-    let Some(s) = stream else {
+    if stream.is_none() {
         return Ok(BackedUp {
-            copy,
+            copy: copy.finish()?,
             copy_time,
             stream: None,
             parent_generation: None,
         });
-    };
-    let t = Instant::now();
-    let sent = send(
-        &copy.generation_dir,
-        parent.as_ref().map(Snapshot::dir),
-        s.file.as_deref(),
-    );
-    match sent {
-        Ok(bytes) => Ok(BackedUp {
-            copy,
-            copy_time,
-            stream: Some((bytes, t.elapsed())),
-            parent_generation: parent.map(|p| p.generation()),
-        }),
-        Err(e) => {
-            if let Some(file) = &s.file {
-                let _ = std::fs::remove_file(file);
-            }
-            let _ = admin::remove_database(dest);
-            Err(e)
-        }
     }
+    let t = Instant::now();
+    let Some(gen) = copy.generation_for_child() else {
+        return Err(ToolError::Engine(butter_db::Error::BadDestination {
+            path: dest.into(),
+            reason: "no generation was copied into it".into(),
+        }));
+    };
+    // On an error the copy is dropped, which removes it through its handle.
+    let bytes = send(
+        &gen,
+        parent.as_ref().map(Snapshot::dir),
+        stream_dir.as_ref(),
+    )?;
+    let stream_time = t.elapsed();
+    Ok(BackedUp {
+        copy: copy.finish()?,
+        copy_time,
+        stream: Some((bytes, stream_time)),
+        parent_generation: parent.map(|p| p.generation()),
+    })
 }
 
 /// The last non-empty line of a tool's stderr.
@@ -462,37 +463,128 @@ fn run_btrfs(
     })
 }
 
-/// `btrfs send [-p parent] gen` into `file` (created) or standard output; returns the bytes
-/// written to a file (0 for standard output).
-fn send(gen: &Path, parent: Option<&Path>, file: Option<&Path>) -> Result<u64> {
+/// The directory a `--stream FILE` is written in, opened once (and checked: nobody but the
+/// caller and root may write it, unless it is sticky), and the file's name there.
+#[derive(Debug)]
+struct StreamDir {
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::OsString,
+    path: PathBuf,
+}
+
+impl StreamDir {
+    fn open(file: &Path) -> Result<StreamDir> {
+        use rustix::fs::{Mode, OFlags};
+        let err = |op, source| ToolError::StreamFile {
+            op,
+            path: file.into(),
+            source,
+        };
+        let Some(name) = file.file_name() else {
+            return Err(err("create", std::io::ErrorKind::InvalidInput.into()));
+        };
+        let parent = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let dir = rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| err("open the directory of", e.into()))?;
+        if let Some(reason) = admin::shared_reason(std::os::fd::AsFd::as_fd(&dir))
+            .map_err(|e| err("stat the directory of", e))?
+        {
+            return Err(ToolError::Engine(butter_db::Error::SharedDirectory {
+                path: parent.into(),
+                reason,
+            }));
+        }
+        let stream = StreamDir {
+            dir,
+            name: name.to_os_string(),
+            path: file.into(),
+        };
+        if rustix::fs::statat(
+            &stream.dir,
+            &stream.name,
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .is_ok()
+        {
+            return Err(ToolError::StreamExists(file.into()));
+        }
+        Ok(stream)
+    }
+
+    /// Creates the file (`O_CREAT | O_EXCL | O_NOFOLLOW`; mode 0666 less the umask, as before)
+    /// in the directory.
+    fn create(&self) -> Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::openat(
+            &self.dir,
+            &self.name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(|e| ToolError::StreamFile {
+            op: "create",
+            path: self.path.clone(),
+            source: e.into(),
+        })?;
+        Ok(File::from(fd))
+    }
+
+    /// Removes the file `made` (open) if the name in the directory still leads to it.
+    fn remove(&self, made: &File) {
+        let Ok(mine) = rustix::fs::fstat(made) else {
+            return;
+        };
+        let same = rustix::fs::statat(&self.dir, &self.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_dev == mine.st_dev && st.st_ino == mine.st_ino);
+        if same {
+            let _ = rustix::fs::unlinkat(&self.dir, &self.name, rustix::fs::AtFlags::empty());
+        }
+    }
+}
+
+/// `btrfs send [-p parent] gen` into the stream file (created) or standard output; returns
+/// the bytes written to a file (0 for standard output). A failed send removes the file.
+fn send(gen: &Path, parent: Option<&Path>, file: Option<&StreamDir>) -> Result<u64> {
     let mut args: Vec<&std::ffi::OsStr> = vec!["-q".as_ref()];
     if let Some(p) = parent {
         args.extend(["-p".as_ref(), p.as_os_str()]);
     }
     args.push(gen.as_os_str());
     let left = "the copy and the stream file were removed";
-    let Some(file) = file else {
+    let Some(stream) = file else {
         run_btrfs("send", &args, Stdio::null(), Stdio::inherit(), left)?;
         return Ok(0);
     };
-    let out = File::options()
-        .write(true)
-        .create_new(true)
-        .open(file)
+    let out = stream.create()?;
+    let sent = out
+        .try_clone()
         .map_err(|source| ToolError::StreamFile {
             op: "create",
-            path: file.into(),
+            path: stream.path.clone(),
             source,
-        })?;
-    run_btrfs("send", &args, Stdio::null(), Stdio::from(out), left)?;
-    let len = std::fs::metadata(file)
-        .map_err(|source| ToolError::StreamFile {
-            op: "stat",
-            path: file.into(),
-            source,
-        })?
-        .len();
-    Ok(len)
+        })
+        .and_then(|child_out| run_btrfs("send", &args, Stdio::null(), Stdio::from(child_out), left))
+        .and_then(|()| {
+            out.metadata().map_err(|source| ToolError::StreamFile {
+                op: "stat",
+                path: stream.path.clone(),
+                source,
+            })
+        });
+    match sent {
+        Ok(meta) => Ok(meta.len()),
+        Err(e) => {
+            stream.remove(&out);
+            Err(e)
+        }
+    }
 }
 
 /// `butter restore`'s result.
@@ -558,16 +650,18 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                 .into(),
         ));
     }
+    // DEST is opened once and checked; from here on it is reached through that handle (the
+    // `btrfs receive` child through `/proc/<pid>/fd/N`), never through the path again.
     let mut copy = NewCopy::create(dest)?;
-    let gen = if from_dir {
-        copy.install_newest_of(first)?.generation_dir.clone()
+    if from_dir {
+        copy.install_newest_of(first)?;
     } else {
         let received = copy.receive_dir()?;
         let mut newest = None;
         // The generation each stream brought, which must grow from stream to stream.
         let mut last: Option<(u64, String)> = None;
         for s in sources {
-            let before = subvolumes(&received)?;
+            let before = copy.received()?;
             let left = "nothing was left in the destination";
             if s.as_os_str() == "-" {
                 run_btrfs(
@@ -586,7 +680,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                     left,
                 )?;
             }
-            let after = subvolumes(&received)?;
+            let after = copy.received()?;
             let name = if s.as_os_str() == "-" {
                 "standard input".to_string()
             } else {
@@ -598,7 +692,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                      was left in the destination"
                 )));
             };
-            let generation = Snapshot::open_generation(&new)?.generation();
+            let generation = copy.open_received(&new)?.generation();
             if let Some((previous, from)) = &last {
                 if generation <= *previous {
                     return Err(ToolError::BadSources(format!(
@@ -617,11 +711,10 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                 "the streams held no new generation".into(),
             ));
         };
-        copy.install(&Snapshot::open_generation(&gen)?)?
-            .generation_dir
-            .clone()
-    };
-    let verified = Snapshot::open_generation(&gen)?.verify()?;
+        let snap = copy.open_received(&gen)?;
+        copy.install(&snap)?;
+    }
+    let verified = copy.verify()?;
     let info = copy.finish()?;
     Ok(Restored {
         copy: info,
@@ -640,14 +733,4 @@ fn effective_root() -> bool {
                 .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
         })
         .unwrap_or(false)
-}
-
-/// The entries of `dir`.
-fn subvolumes(dir: &Path) -> Result<Vec<PathBuf>> {
-    let rd = std::fs::read_dir(dir).map_err(|source| ToolError::StreamFile {
-        op: "list",
-        path: dir.into(),
-        source,
-    })?;
-    Ok(rd.flatten().map(|e| e.path()).collect())
 }

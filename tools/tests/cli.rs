@@ -320,7 +320,7 @@ fn backup_refuses_bad_destinations_and_changes_nothing() {
     );
     assert_error(
         &butter(&["backup", path(&db), path(&t.join("no/such/parent"))]),
-        "create directory",
+        "its parent directory does not exist",
     );
     assert_eq!(listing(&t.0), before);
 }

@@ -6,6 +6,9 @@
 //! 1. `DEST` must not exist (its parent must) or be an empty directory; `butter.incomplete` is
 //!    written first. From here until step 6 the directory has no `butter.id`, so the engine
 //!    refuses to open it (`NotADatabase`, for the marker), and `butter remove` recognises it by the marker.
+//!    `DEST` is opened once here and checked; every step below goes through that handle
+//!    (`admin/held.rs`), so another user renaming `DEST` or a directory above it, or putting a
+//!    symlink in its place, redirects nothing.
 //! 2. A writable snapshot of the source generation as `DEST/butter.staging` (or, for a restore
 //!    from plain files, a new subvolume there that the files are written into); then the source
 //!    must still be read-only (a writer deleting it without privileges clears the flag before
@@ -24,16 +27,21 @@
 //! database's history. A copy and its original diverge as soon as either commits, so a
 //! generation of one moved into the other must be refused, as any foreign one is.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{AtFlags, Mode, OFlags};
+
 use crate::error::{Error, Result};
-use crate::fs::{BtrfsFs, Fs};
+use crate::fs::{BtrfsFs, FileId, Fs};
 use crate::root::{self, gen_name, DbId, Kind, ID_FILE, ID_TMP_FILE};
 
+use super::held::{self, parent_and_name, rmdir_if_same, Held};
 use super::names::{INCOMPLETE_MARKER, RECEIVE_DIR, SCRATCH_DB, STAGING_SUBVOLUME};
-use super::remove::{remove_database, remove_received};
-use super::snapshot::{still_readonly, Snapshot};
+use super::remove::{remove_contents, remove_database};
+use super::snapshot::{still_readonly, Snapshot, Verified};
 
 const DIR_MODE: u32 = 0o700;
 /// How many times a copy starts again on a newer generation (as [`Snapshot::open`]).
@@ -57,10 +65,17 @@ pub struct CopyInfo {
 
 /// A directory being made into a database copy. Dropped before [`NewCopy::finish`], it
 /// removes what it made (and the directory, if it created it).
+///
+/// `DEST` is resolved once: opened (`O_DIRECTORY | O_NOFOLLOW`), or created in its parent and
+/// opened there, then checked (a directory of the caller's or root's that nobody else can
+/// write unless it is sticky, on btrfs, empty). Every later step reaches it through that
+/// handle, never through the path: a name swapped for a symlink meanwhile is not followed.
 #[derive(Debug)]
 pub struct NewCopy {
-    dest: PathBuf,
-    created_dir: bool,
+    held: Held,
+    /// DEST's parent, its name there and its identity, when this copy created it (to remove it
+    /// again if the copy fails, only if the name still leads to it).
+    created: Option<(OwnedFd, OsString, FileId)>,
     installed: Option<CopyInfo>,
     /// The copy's identity, written to `DEST/butter.id` by [`NewCopy::finish`].
     id: Option<DbId>,
@@ -74,76 +89,166 @@ fn bad_dest(dest: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
+/// Opens `parent`, the directory a new `dest` is to be made in (the user's own path, followed
+/// as given); a missing one is a [`Error::BadDestination`] for `dest`.
+fn open_parent(parent: &Path, dest: &Path) -> Result<OwnedFd> {
+    rustix::fs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR => {
+            bad_dest(dest, "its parent directory does not exist")
+        }
+        e => Error::io("open", parent, e.into()),
+    })
+}
+
 impl NewCopy {
     /// Claims `dest` for a copy: it must not exist (its parent must) or be an empty directory,
-    /// on btrfs. Writes the marker.
+    /// on btrfs, and neither it (if it exists) nor its parent (if it is created) may be writable
+    /// by a user other than the caller and root, unless sticky. Writes the marker.
     ///
     /// # Errors
-    /// [`Error::BadDestination`], [`Error::NotBtrfs`], I/O.
+    /// [`Error::BadDestination`], [`Error::SharedDirectory`], [`Error::NotBtrfs`], I/O.
     pub fn create(dest: &Path) -> Result<NewCopy> {
-        let created_dir = match std::fs::symlink_metadata(dest) {
+        let (held, created) = match Held::open(dest) {
+            Ok(held) => (held, None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                BtrfsFs
-                    .create_dir(dest, DIR_MODE)
-                    .map_err(|e| Error::io("create directory", dest, e))?;
-                true
+                let Some((parent_path, name)) = parent_and_name(dest) else {
+                    return Err(bad_dest(dest, "it does not name a directory"));
+                };
+                let parent = open_parent(&parent_path, dest)?;
+                held::refuse_shared(parent.as_fd(), &parent_path)?;
+                rustix::fs::mkdirat(&parent, &name, Mode::from_raw_mode(DIR_MODE))
+                    .map_err(|e| Error::io("create directory", dest, e.into()))?;
+                let held = Held::open_at(parent.as_fd(), &name, dest)
+                    .map_err(|e| Error::io("open", dest, e))?;
+                let id = held.id().map_err(|e| Error::io("fstat", dest, e))?;
+                (held, Some((parent, name, id)))
             }
-            Err(e) => return Err(Error::io("lstat", dest, e)),
-            Ok(m) if !m.file_type().is_dir() => {
-                return Err(bad_dest(dest, "it exists and is not a directory"))
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {
+                return Err(bad_dest(
+                    dest,
+                    "it exists and is not a directory (a symlink is not followed)",
+                ))
             }
-            Ok(_) => {
-                let mut rd = std::fs::read_dir(dest).map_err(|e| Error::io("list", dest, e))?;
-                if rd.next().is_some() {
-                    return Err(bad_dest(dest, "it is not empty"));
-                }
-                false
-            }
+            Err(e) => return Err(Error::io("open", dest, e)),
         };
-        let copy = NewCopy {
-            dest: dest.into(),
-            created_dir,
+        let mut copy = NewCopy {
+            held,
+            created,
             installed: None,
             id: None,
             finished: false,
         };
-        let fs_type =
-            crate::sys::filesystem_type(dest).map_err(|e| Error::io("statfs", dest, e))?;
+        if copy.created.is_none() {
+            // Checked before anything is written; nothing is removed on refusal.
+            let refused = copy.held.refuse_shared().and_then(|()| {
+                let mut rd =
+                    std::fs::read_dir(copy.held.via()).map_err(|e| Error::io("list", dest, e))?;
+                if rd.next().is_some() {
+                    return Err(bad_dest(dest, "it is not empty"));
+                }
+                Ok(())
+            });
+            if let Err(e) = refused {
+                copy.finished = true;
+                return Err(e);
+            }
+        }
+        let fs_type = crate::sys::filesystem_type_fd(copy.held.fd())
+            .map_err(|e| Error::io("statfs", dest, e))?;
         if !fs_type.is_btrfs() {
             return Err(Error::NotBtrfs {
-                path: copy.dest.clone(),
+                path: dest.to_path_buf(),
                 found: fs_type.name,
                 magic: fs_type.magic,
             });
         }
-        let marker = dest.join(INCOMPLETE_MARKER);
+        let marker = copy.held.via().join(INCOMPLETE_MARKER);
         BtrfsFs
             .write_new_file(
                 &marker,
                 b"a copy by the butter tool is being made here\n",
                 FILE_MODE,
             )
-            .map_err(|e| Error::io("write", &marker, e))?;
+            .map_err(|e| copy.held.shown(Error::io("write", &marker, e)))?;
         Ok(copy)
     }
 
-    /// The directory.
+    /// The directory, as given.
     pub fn dest(&self) -> &Path {
-        &self.dest
+        self.held.path()
     }
 
-    /// Creates `DEST/butter.receive/` for `btrfs receive` and returns its path.
+    /// The destination as another process (`btrfs send`, `btrfs receive`) reaches it through
+    /// this process's handle: `/proc/<pid>/fd/N/.`, valid while this copy lives. A path below
+    /// it is looked up from the open directory, not from the path given.
+    pub fn for_child(&self) -> PathBuf {
+        self.held.for_child()
+    }
+
+    /// Creates `DEST/butter.receive/` for `btrfs receive` and returns it as
+    /// [`NewCopy::for_child`] gives it.
     ///
     /// # Errors
     /// I/O.
     pub fn receive_dir(&self) -> Result<PathBuf> {
-        let dir = self.dest.join(RECEIVE_DIR);
-        if !root::check_kind(&dir, Kind::Dir)? {
+        let dir = self.held.via().join(RECEIVE_DIR);
+        if !root::check_kind(&dir, Kind::Dir).map_err(|e| self.held.shown(e))? {
             BtrfsFs
                 .create_dir(&dir, DIR_MODE)
-                .map_err(|e| Error::io("create directory", &dir, e))?;
+                .map_err(|e| self.held.shown(Error::io("create directory", &dir, e)))?;
         }
-        Ok(dir)
+        Ok(self.held.for_child().join(RECEIVE_DIR))
+    }
+
+    /// The subvolumes in `DEST/butter.receive/`, by name.
+    ///
+    /// # Errors
+    /// I/O.
+    pub fn received(&self) -> Result<Vec<OsString>> {
+        let dir = self.held.via().join(RECEIVE_DIR);
+        let rd =
+            std::fs::read_dir(&dir).map_err(|e| self.held.shown(Error::io("list", &dir, e)))?;
+        let mut names = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(|e| self.held.shown(Error::io("list", &dir, e)))?;
+            names.push(entry.file_name());
+        }
+        Ok(names)
+    }
+
+    /// Opens the received subvolume `name` (of [`NewCopy::received`]) as a generation, through
+    /// the destination's handle. Its [`Snapshot::dir`] is valid while this copy lives.
+    ///
+    /// # Errors
+    /// As [`Snapshot::open_generation`].
+    pub fn open_received(&self, name: &OsStr) -> Result<Snapshot> {
+        Snapshot::open_generation(&self.held.via().join(RECEIVE_DIR).join(name))
+            .map_err(|e| self.held.shown(e))
+    }
+
+    /// Reads the copied generation whole ([`Snapshot::verify`]) through the destination's
+    /// handle.
+    ///
+    /// # Errors
+    /// Nothing was copied yet ([`Error::BadDestination`]); as [`Snapshot::verify`].
+    pub fn verify(&self) -> Result<Verified> {
+        let Some(info) = &self.installed else {
+            return Err(bad_dest(self.dest(), "no generation was copied into it"));
+        };
+        Snapshot::open_generation(&self.held.via().join(gen_name(info.generation)))
+            .and_then(|s| s.verify())
+            .map_err(|e| self.held.shown(e))
+    }
+
+    /// The copied generation as another process reaches it ([`NewCopy::for_child`]).
+    pub fn generation_for_child(&self) -> Option<PathBuf> {
+        let info = self.installed.as_ref()?;
+        Some(self.held.for_child().join(gen_name(info.generation)))
     }
 
     /// Makes the copy's generation from the newest committed one of the database `db`, which a
@@ -154,11 +259,11 @@ impl NewCopy {
     pub fn install_newest_of(&mut self, db: &Path) -> Result<&CopyInfo> {
         for _ in 0..MAX_ATTEMPTS {
             let source = Snapshot::open(db)?;
-            if self.install_from(&source)? {
+            if self.install_from(&source).map_err(|e| self.held.shown(e))? {
                 return self
                     .installed
                     .as_ref()
-                    .ok_or_else(|| bad_dest(&self.dest, "nothing was copied"));
+                    .ok_or_else(|| bad_dest(self.held.path(), "nothing was copied"));
             }
             log::debug!(
                 "generation {} went away while it was copied; again",
@@ -180,28 +285,30 @@ impl NewCopy {
     /// # Errors
     /// As [`NewCopy::install_newest_of`].
     pub fn install(&mut self, source: &Snapshot) -> Result<&CopyInfo> {
-        if !self.install_from(source)? {
-            return Err(Error::corrupted(
+        if !self.install_from(source).map_err(|e| self.held.shown(e))? {
+            return Err(self.held.shown(Error::corrupted(
                 source.dir(),
                 "it stopped being read-only while it was copied",
-            ));
+            )));
         }
         self.installed
             .as_ref()
-            .ok_or_else(|| bad_dest(&self.dest, "nothing was copied"))
+            .ok_or_else(|| bad_dest(self.held.path(), "nothing was copied"))
     }
 
     /// Steps 2–4; `Ok(false)` if the source was being deleted (nothing is left of the attempt).
+    /// Errors name the handle's path (the callers give them the user's).
     fn install_from(&mut self, source: &Snapshot) -> Result<bool> {
+        let dest = self.held.via().to_path_buf();
         if self.installed.is_some() {
-            return Err(bad_dest(&self.dest, "it already holds a copied generation"));
+            return Err(bad_dest(&dest, "it already holds a copied generation"));
         }
-        let staging = self.dest.join(STAGING_SUBVOLUME);
+        let staging = dest.join(STAGING_SUBVOLUME);
         match BtrfsFs.snapshot(source.dir(), &staging, false) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
                 return Err(bad_dest(
-                    &self.dest,
+                    &dest,
                     format!(
                         "it is not on the btrfs filesystem of {} (a copy is a snapshot; to copy \
                          elsewhere use `butter backup --plain`, or a stream)",
@@ -221,19 +328,22 @@ impl NewCopy {
     }
 
     /// Creates the writable subvolume `DEST/butter.staging`, for a generation's files written
-    /// one by one (`butter restore --plain`), and returns its path. [`NewCopy::install_staged`]
-    /// then makes what was written there the copy's generation.
+    /// one by one (`butter restore --plain`), and returns its path (through the handle).
+    /// [`NewCopy::install_staged`] then makes what was written there the copy's generation.
     ///
     /// # Errors
     /// [`Error::BadDestination`] if a generation is installed already; I/O.
     pub fn stage(&mut self) -> Result<PathBuf> {
         if self.installed.is_some() {
-            return Err(bad_dest(&self.dest, "it already holds a copied generation"));
+            return Err(bad_dest(
+                self.dest(),
+                "it already holds a copied generation",
+            ));
         }
-        let staging = self.dest.join(STAGING_SUBVOLUME);
+        let staging = self.held.via().join(STAGING_SUBVOLUME);
         BtrfsFs
             .create_subvolume(&staging)
-            .map_err(|e| Error::io("create subvolume", &staging, e))?;
+            .map_err(|e| self.held.shown(Error::io("create subvolume", &staging, e)))?;
         Ok(staging)
     }
 
@@ -245,21 +355,23 @@ impl NewCopy {
     /// # Errors
     /// As [`Snapshot::open_generation`]: what was written is not a generation; I/O.
     pub fn install_staged(&mut self) -> Result<&CopyInfo> {
-        let staging = self.dest.join(STAGING_SUBVOLUME);
-        let staged = Snapshot::open_generation(&staging)?;
-        let (generation, identity) = (staged.generation(), staged.identity());
-        drop(staged);
-        self.seal_staging(&staging, generation, identity)?;
+        let staging = self.held.via().join(STAGING_SUBVOLUME);
+        let sealed = Snapshot::open_generation(&staging).and_then(|staged| {
+            let (generation, identity) = (staged.generation(), staged.identity());
+            drop(staged);
+            self.seal_staging(&staging, generation, identity)
+        });
+        sealed.map_err(|e| self.held.shown(e))?;
         self.installed
             .as_ref()
-            .ok_or_else(|| bad_dest(&self.dest, "nothing was copied"))
+            .ok_or_else(|| bad_dest(self.held.path(), "nothing was copied"))
     }
 
-    /// Where a compacting copy builds its new database: `DEST/butter.scratch` (not created
-    /// here; the engine creates it when it opens it). [`NewCopy::finish`] removes it, and so
-    /// does dropping the copy.
+    /// Where a compacting copy builds its new database: `DEST/butter.scratch` (through the
+    /// handle; not created here: the engine creates it when it opens it). [`NewCopy::finish`]
+    /// removes it, and so does dropping the copy.
     pub fn scratch_dir(&self) -> PathBuf {
-        self.dest.join(SCRATCH_DB)
+        self.held.via().join(SCRATCH_DB)
     }
 
     /// Steps 3–4 on the staging subvolume holding generation `generation` of the database
@@ -270,6 +382,7 @@ impl NewCopy {
         generation: u64,
         source_identity: String,
     ) -> Result<()> {
+        let dest = self.held.via().to_path_buf();
         let id = DbId::generate()?;
         let staged_id = staging.join(ID_FILE);
         BtrfsFs
@@ -288,7 +401,7 @@ impl NewCopy {
             .flat_map(|t| t.segments.iter().map(|s| s.file_len))
             .sum();
         drop(staged);
-        let gen_dir = self.dest.join(gen_name(generation));
+        let gen_dir = dest.join(gen_name(generation));
         BtrfsFs
             .snapshot(staging, &gen_dir, true)
             .map_err(|e| Error::io("snapshot", &gen_dir, e))?;
@@ -297,7 +410,7 @@ impl NewCopy {
             generation,
             source_identity,
             identity: id.to_hex_string(),
-            generation_dir: gen_dir,
+            generation_dir: self.held.path().join(gen_name(generation)),
             bytes,
         });
         self.id = Some(id);
@@ -311,30 +424,35 @@ impl NewCopy {
     /// I/O; then the copy is removed as by drop.
     pub fn finish(mut self) -> Result<CopyInfo> {
         let (Some(info), Some(id)) = (self.installed.clone(), self.id) else {
-            return Err(bad_dest(&self.dest, "no generation was copied into it"));
+            return Err(bad_dest(self.dest(), "no generation was copied into it"));
         };
-        let received = self.dest.join(RECEIVE_DIR);
+        self.finish_steps(id).map_err(|e| self.held.shown(e))?;
+        Ok(info)
+    }
+
+    fn finish_steps(&mut self, id: DbId) -> Result<()> {
+        let dest = self.held.via().to_path_buf();
+        let received = dest.join(RECEIVE_DIR);
         if root::check_kind(&received, Kind::Dir)? {
-            remove_received(&received)?;
+            BtrfsFs
+                .remove_tree_at(self.held.fd(), RECEIVE_DIR.as_ref(), None)
+                .map_err(|e| Error::io("remove", &received, e))?;
         }
-        let scratch = self.dest.join(SCRATCH_DB);
+        let scratch = dest.join(SCRATCH_DB);
         if root::check_kind(&scratch, Kind::Dir)? {
             remove_database(&scratch)?;
         }
-        let tmp = self.dest.join(ID_TMP_FILE);
-        let dst = self.dest.join(ID_FILE);
+        let tmp = dest.join(ID_TMP_FILE);
+        let dst = dest.join(ID_FILE);
         BtrfsFs
             .write_new_file(&tmp, &id.encode(), FILE_MODE)
             .map_err(|e| Error::io("write", &tmp, e))?;
-        BtrfsFs
-            .rename(&tmp, &dst)
-            .map_err(|e| Error::io("rename", &dst, e))?;
+        rustix::fs::renameat(self.held.fd(), ID_TMP_FILE, self.held.fd(), ID_FILE)
+            .map_err(|e| Error::io("rename", &dst, e.into()))?;
         self.finished = true;
-        let marker = self.dest.join(INCOMPLETE_MARKER);
-        BtrfsFs
-            .remove_file(&marker)
-            .map_err(|e| Error::io("unlink", &marker, e))?;
-        Ok(info)
+        let marker = dest.join(INCOMPLETE_MARKER);
+        rustix::fs::unlinkat(self.held.fd(), INCOMPLETE_MARKER, AtFlags::empty())
+            .map_err(|e| Error::io("unlink", &marker, e.into()))
     }
 }
 
@@ -343,21 +461,24 @@ impl Drop for NewCopy {
         if self.finished {
             return;
         }
-        // Everything in DEST is this copy's: the marker makes it removable as a database.
-        let outcome = if self.dest.join(INCOMPLETE_MARKER).exists() {
-            remove_database(&self.dest).map(|_| ())
-        } else if self.created_dir {
-            std::fs::remove_dir(&self.dest).map_err(|e| Error::io("rmdir", &self.dest, e))
+        // Everything in DEST is this copy's: the marker makes it removable as a database. All
+        // of it is reached through the handle.
+        let marked = self.held.via().join(INCOMPLETE_MARKER).exists();
+        let mut outcome = if marked {
+            remove_contents(&self.held)
+                .map(|_| ())
+                .map_err(|e| self.held.shown(e))
         } else {
             Ok(())
         };
+        if let (Ok(()), Some((parent, name, id))) = (&outcome, &self.created) {
+            outcome = rmdir_if_same(parent.as_fd(), name, *id, self.held.path());
+        }
         if let Err(e) = outcome {
-            log::warn!("removing the unfinished copy {}: {e}", self.dest.display());
-        } else if !self.created_dir && !self.dest.exists() {
-            // The directory was the caller's (empty): give it back empty.
-            if let Err(e) = BtrfsFs.create_dir(&self.dest, DIR_MODE) {
-                log::warn!("recreating {}: {e}", self.dest.display());
-            }
+            log::warn!(
+                "removing the unfinished copy {}: {e}",
+                self.held.path().display()
+            );
         }
     }
 }
@@ -372,15 +493,25 @@ fn delete_subvolume(path: &Path) -> Result<()> {
 /// (the steps above), while a writer may be committing to `db`.
 ///
 /// # Errors
-/// [`Error::BadDestination`]: `dest` inside `db`, not empty, or on another filesystem; as
-/// [`Snapshot::open`]; I/O. Nothing is left in `dest` after an error.
+/// [`Error::BadDestination`]: `dest` inside `db`, not empty, or on another filesystem;
+/// [`Error::SharedDirectory`]; as [`Snapshot::open`]; I/O. Nothing is left in `dest` after an
+/// error.
 pub fn backup(db: &Path, dest: &Path) -> Result<CopyInfo> {
+    prepare_backup(db, dest)?.finish()
+}
+
+/// [`backup`] up to its last step: the copy's generation is in `dest`, which the engine does
+/// not open yet. [`NewCopy::finish`] completes it; dropping the copy removes it.
+///
+/// # Errors
+/// As [`backup`].
+pub fn prepare_backup(db: &Path, dest: &Path) -> Result<NewCopy> {
     refuse_inside(db, dest)?;
     // The source is looked at before anything is made.
     Snapshot::open(db)?;
     let mut copy = NewCopy::create(dest)?;
     copy.install_newest_of(db)?;
-    copy.finish()
+    Ok(copy)
 }
 
 /// Refuses a destination inside the database directory (or the directory itself).

@@ -12,11 +12,13 @@
 //!   that is not one or that a process has open.
 
 mod copy;
+mod held;
 mod names;
 mod remove;
 mod snapshot;
 
-pub use copy::{backup, CopyInfo, NewCopy};
+pub use copy::{backup, prepare_backup, CopyInfo, NewCopy};
+pub use held::shared_reason;
 pub use names::{INCOMPLETE_MARKER, RECEIVE_DIR, SCRATCH_DB, STAGING_SUBVOLUME};
 pub use remove::{remove_database, Removed};
 pub use snapshot::{

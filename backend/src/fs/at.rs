@@ -175,7 +175,7 @@ impl BtrfsFs {
 
     /// Deletes every subvolume directly inside the open directory `dir`, leaving everything
     /// else. Goes on after a failure and returns the first error.
-    pub(super) fn delete_subvolumes_in_fd(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
+    pub fn delete_subvolumes_in_fd(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
         let mut first_error = None;
         for entry in Dir::read_from(dir)? {
             let deleted = entry.map_err(io::Error::from).and_then(|e| {

@@ -66,4 +66,10 @@ pub struct ReplayArgs {
     /// to find it.
     #[arg(long, hide = true)]
     pub db_dir_fd: Option<i32>,
+    /// Internal: the child's result, batch stream and error as three inherited descriptors
+    /// (`R,S,E`) of unnamed files the parent made in --out (`O_TMPFILE`): nothing of the
+    /// child's is ever named in --out, so nothing is left there however the run ends. Without
+    /// it the child makes named files beside `--child-result`.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    pub child_fds: Option<Vec<i32>>,
 }

@@ -24,6 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use slasher_adapters::slasher::{Config, Slasher};
 use slasher_adapters::timed::Timed;
 use slasher_adapters::{with_backend, BackendVisitor, CommitSplit, DatabaseBackend, Environment};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -99,6 +100,9 @@ pub(super) struct ChildFiles {
     db_dir: DbDir,
     out: OutDir,
     stream: String,
+    /// The result and stream files the parent handed down unnamed (`--child-fds`); `None`:
+    /// named files in `out`.
+    unnamed: Option<(std::fs::File, std::fs::File)>,
     /// Held by whichever of the main thread and the watchdog removes the files.
     cleanup: std::sync::Mutex<()>,
 }
@@ -109,7 +113,9 @@ impl ChildFiles {
         if let Err(e) = self.db_dir.remove() {
             eprintln!("{}", crate::errors::chain_text(&e));
         }
-        self.out.remove_own(&self.stream);
+        if self.unnamed.is_none() {
+            self.out.remove_own(&self.stream);
+        }
     }
 }
 
@@ -148,6 +154,43 @@ impl BackendVisitor for ChildVisitor<'_> {
 }
 
 pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
+    run_child_through_handle(args, result_file).map_err(|e| {
+        match name_db_dir(&crate::errors::chain_text(&e), Path::new(&args.db_dir)) {
+            Some(text) => anyhow::Error::msg(text),
+            None => e,
+        }
+    })
+}
+
+/// `text` with each `/proc/self/fd/N/.` (how the child reaches the database directory, through
+/// its handle) replaced by `db_dir`, the path the run was given, so that errors name a path
+/// the user knows; `None` if `text` holds none.
+pub(super) fn name_db_dir(text: &str, db_dir: &Path) -> Option<String> {
+    const PREFIX: &str = "/proc/self/fd/";
+    if !text.contains(PREFIX) {
+        return None;
+    }
+    let shown = db_dir.display().to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + PREFIX.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let tail = &after[digits..];
+        if digits > 0 && tail.starts_with("/.") && !tail[2..].starts_with('.') {
+            out.push_str(&shown);
+            rest = &tail[2..];
+        } else {
+            out.push_str(PREFIX);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn run_child_through_handle(args: &ReplayArgs, result_file: &Path) -> anyhow::Result<()> {
     // Handlers first, then the parent-death signal, so that SIGTERM always finds a handler.
     let interrupt = Interrupt::install_child().context("installing the SIGINT/SIGTERM handlers")?;
     if let Some(parent) = args.parent_pid {
@@ -167,10 +210,16 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         .to_str()
         .ok_or_else(|| anyhow!("{}: the name is not UTF-8", result_file.display()))?
         .to_string();
+    let unnamed = match args.child_fds.as_deref() {
+        Some(&[result, stream, _error]) => Some((inherited_file(result)?, inherited_file(stream)?)),
+        Some(_) => bail!("--child-fds takes three descriptors"),
+        None => None,
+    };
     let files = std::sync::Arc::new(ChildFiles {
         db_dir,
         out: OutDir::open(out_path)?,
         stream: batches_name(&result_name),
+        unnamed,
         cleanup: std::sync::Mutex::new(()),
     });
     if let Some(parent) = args.parent_pid {
@@ -208,10 +257,31 @@ pub(super) fn run_child(args: &ReplayArgs, result_file: &Path) -> anyhow::Result
         }
     }
     let result = outcome?;
-    files
-        .out
-        .write(&result_name, &serde_json::to_vec(&result)?)?;
+    match &files.unnamed {
+        Some((file, _)) => {
+            let mut file: &std::fs::File = file;
+            file.write_all(&serde_json::to_vec(&result)?)
+                .with_context(|| format!("writing {}", result_file.display()))?;
+        }
+        None => {
+            files
+                .out
+                .write(&result_name, &serde_json::to_vec(&result)?)?;
+        }
+    }
     Ok(())
+}
+
+/// The file the parent handed down as descriptor `fd`, opened again for writing through its
+/// `/proc` link (which follows the open file itself, not a name).
+pub(super) fn inherited_file(fd: i32) -> anyhow::Result<std::fs::File> {
+    let file = rustix::fs::open(
+        format!("/proc/self/fd/{fd}"),
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .with_context(|| format!("the file handed down as descriptor {fd}"))?;
+    Ok(std::fs::File::from(file))
 }
 
 pub(super) fn ms(us: u64) -> f64 {
@@ -255,7 +325,14 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         // The run is measured from the filled state.
         before = Before::read(job)?;
     }
-    let mut stream = BatchStream::create(&job.files.out, &job.files.stream, &head)?;
+    let mut stream = match &job.files.unnamed {
+        Some((_, file)) => BatchStream::from_file(
+            file.try_clone().context("the batch stream handed down")?,
+            job.files.out.path().join(&job.files.stream),
+            &head,
+        )?,
+        None => BatchStream::create(&job.files.out, &job.files.stream, &head)?,
+    };
     let bar = progress_bar(job.progress, limit, &opened.name);
     let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before, &mut stream)?;
     bar.finish();

@@ -86,20 +86,73 @@ pub(super) fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<
     Ok(fs)
 }
 
-/// Create `dir` if missing and check that files can be made in it (by making and removing one).
-pub(super) fn ensure_writable_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+/// Whether [`ensure_writable_dir`] refuses a directory that users other than the caller and
+/// root can write (`--db-dir`: the run's database directories are made there, and whoever can
+/// rename or replace entries there could swap them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shared {
+    Allowed,
+    Refused,
+}
+
+/// How many unpredictable names the write check tries before giving up on `EEXIST`.
+const PROBE_TRIES: usize = 8;
+
+/// Create `dir` if missing and check that files can be made in it (by making and removing one,
+/// under an unpredictable name, `O_EXCL | O_NOFOLLOW` relative to a handle on `dir`, so that a
+/// name another user planted is neither followed nor in the way). With [`Shared::Refused`], a
+/// directory someone other than the caller and root can write (unless it is sticky) is refused
+/// before anything is made in it.
+pub(super) fn ensure_writable_dir(what: &str, dir: &Path, shared: Shared) -> anyhow::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
     std::fs::create_dir_all(dir)
         .with_context(|| format!("{what} {} cannot be created", dir.display()))?;
-    if !dir.is_dir() {
-        bail!("{what} {} is not a directory", dir.display());
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(std::io::Error::from)
+    .with_context(|| format!("{what} {} is not a directory", dir.display()))?;
+    if shared == Shared::Refused {
+        if let Some(reason) = butter_db::admin::shared_reason(std::os::fd::AsFd::as_fd(&fd))
+            .with_context(|| format!("{what} {}", dir.display()))?
+        {
+            bail!(
+                "{what} {} is refused: {reason}; another user could rename or replace the run's \
+                 database directory there. Nothing was created in it (use a directory only you \
+                 or root can write: chmod go-w, or chmod +t on one of your own)",
+                dir.display()
+            );
+        }
     }
-    let probe = dir.join(format!(".slasher-bench-write-check-{}", std::process::id()));
-    // A new file, never through a symlink someone put by that name.
-    std::fs::File::create_new(&probe)
-        .with_context(|| format!("{what} {} is not writable", dir.display()))?;
-    std::fs::remove_file(&probe)
-        .with_context(|| format!("{what} {}: removing {}", dir.display(), probe.display()))?;
-    Ok(())
+    let mut last = None;
+    for _ in 0..PROBE_TRIES {
+        let name = crate::outdir::unpredictable_name(".slasher-bench-write-check-", "");
+        match rustix::fs::openat(
+            &fd,
+            name.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(probe) => {
+                drop(probe);
+                rustix::fs::unlinkat(&fd, name.as_str(), AtFlags::empty())
+                    .map_err(std::io::Error::from)
+                    .with_context(|| format!("{what} {}: removing {name}", dir.display()))?;
+                return Ok(());
+            }
+            Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .with_context(|| format!("{what} {} is not writable", dir.display()))
+            }
+        }
+    }
+    Err(std::io::Error::from(
+        last.unwrap_or(rustix::io::Errno::EXIST),
+    ))
+    .with_context(|| format!("{what} {}: every write-check name was taken", dir.display()))
 }
 
 /// Every directory the run will use, checked before the fixture is read or anything runs:
@@ -111,14 +164,15 @@ pub(super) fn prepare_dirs(
     backends: &[DatabaseBackend],
     dirs: &BTreeMap<DatabaseBackend, PathBuf>,
 ) -> anyhow::Result<(crate::outdir::OutDir, Vec<Plan>)> {
-    ensure_writable_dir("--out", out)?;
+    // --out gets its own owner and mode check (OutDir::open).
+    ensure_writable_dir("--out", out, Shared::Allowed)?;
     let out_dir = crate::outdir::OutDir::open(out)?;
     let mut plans = Vec::new();
     for backend in backends {
         let root = dirs.get(backend).cloned().unwrap_or_default();
         // The filesystem first: nothing is created on tmpfs, or for butter off btrfs.
         check_dir(*backend, &root)?;
-        ensure_writable_dir(&format!("--db-dir for {backend}"), &root)?;
+        ensure_writable_dir(&format!("--db-dir for {backend}"), &root, Shared::Refused)?;
         let fs = check_dir(*backend, &root)?;
         plans.push(Plan {
             backend: *backend,

@@ -47,6 +47,18 @@ impl BatchStream {
         Ok(stream)
     }
 
+    /// Start the stream in `file` (an unnamed file the parent handed down), `path` naming it
+    /// in messages.
+    pub(super) fn from_file(
+        file: std::fs::File,
+        path: PathBuf,
+        head: &BackendResult,
+    ) -> anyhow::Result<BatchStream> {
+        let mut stream = BatchStream { file, path };
+        stream.line(head)?;
+        Ok(stream)
+    }
+
     /// Append a finished batch.
     pub(super) fn batch(&mut self, batch: &BatchRecord) -> anyhow::Result<()> {
         self.line(batch)

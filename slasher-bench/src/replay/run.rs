@@ -39,7 +39,17 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let outcome = run_child(&args, result);
         if let Err(e) = &outcome {
             // The parent puts this text into the report's failure row.
-            let _ = crate::outdir::write_file(&error_file(result), crate::errors::chain_text(e));
+            let text = crate::errors::chain_text(e);
+            match args.child_fds.as_deref() {
+                Some(&[_, _, error]) => {
+                    if let Ok(mut file) = super::child::inherited_file(error) {
+                        let _ = std::io::Write::write_all(&mut file, text.as_bytes());
+                    }
+                }
+                _ => {
+                    let _ = crate::outdir::write_file(&error_file(result), text);
+                }
+            }
         }
         return outcome;
     }
@@ -88,6 +98,26 @@ fn run_backend_child(
         .with_context(|| format!("opening {}", db.display()))?;
     rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty())
         .context("handing the database directory to the child")?;
+    // The child's result, stream and error go to unnamed files in --out (O_TMPFILE), handed
+    // down as descriptors: no name of the child's ever exists in --out, so none can be
+    // planted, and nothing is left there whatever ends the run. Where the filesystem has no
+    // O_TMPFILE, named files under unpredictable names instead.
+    let unnamed = [(); 3].map(|()| out.create_unnamed());
+    let unnamed = match unnamed {
+        [Ok(r), Ok(s), Ok(e)] => Some([r, s, e]),
+        _ => None,
+    };
+    let inherited = match &unnamed {
+        Some(files) => {
+            let mut fds = Vec::new();
+            for f in files {
+                // dup: a copy without close-on-exec, for the child alone.
+                fds.push(rustix::io::dup(f).context("handing a file to the child")?);
+            }
+            Some(fds)
+        }
+        None => None,
+    };
     let oom = OomWatch::start();
     let mut cmd = Command::new(exe);
     cmd.arg("replay")
@@ -110,6 +140,10 @@ fn run_backend_child(
         // Its own process group: a Ctrl-C at the terminal reaches the parent alone, which
         // forwards it once.
         .process_group(0);
+    if let Some(fds) = &inherited {
+        let list: Vec<String> = fds.iter().map(|f| f.as_raw_fd().to_string()).collect();
+        cmd.arg("--child-fds").arg(list.join(","));
+    }
     if args.non_durable {
         cmd.arg("--non-durable");
     }
@@ -129,6 +163,7 @@ fn run_backend_child(
         .spawn()
         .with_context(|| format!("running {}", exe.display()))?;
     drop(handle);
+    drop(inherited);
     let mut forwarded = false;
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for the child")? {
@@ -148,9 +183,21 @@ fn run_backend_child(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
+    // What the child wrote to its result (0), stream (1) or error (2) file.
+    let read = |which: usize, name: &str| -> Option<Vec<u8>> {
+        match &unnamed {
+            Some(files) => {
+                let mut data = Vec::new();
+                let mut file: &std::fs::File = files.get(which)?;
+                std::io::Read::read_to_end(&mut file, &mut data).ok()?;
+                Some(data)
+            }
+            None => out.read_own(name),
+        }
+    };
     let read_result = || -> anyhow::Result<BackendResult> {
-        let bytes = out
-            .read_own(result_name)
+        let bytes = read(0, result_name)
+            .filter(|b| !b.is_empty())
             .ok_or_else(|| anyhow!("the child wrote no result file of this user's"))?;
         Ok(serde_json::from_slice(&bytes)?)
     };
@@ -167,8 +214,7 @@ fn run_backend_child(
             ),
         }
     } else {
-        let reason = out
-            .read_own(&errors)
+        let reason = read(2, &errors)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string())
@@ -179,13 +225,15 @@ fn run_backend_child(
                 "the {} child process failed ({status}): {reason}",
                 plan.backend
             ),
-            out.read_own(&stream)
+            read(1, &stream)
                 .and_then(|b| partial_row_of(&String::from_utf8_lossy(&b)))
                 .map(Box::new),
         )
     };
-    for name in [result_name, &errors, &stream] {
-        out.remove_own(name);
+    if unnamed.is_none() {
+        for name in [result_name, &errors, &stream] {
+            out.remove_own(name);
+        }
     }
     Ok(outcome)
 }
@@ -216,9 +264,19 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     // then every directory, before the fixture is read through or anything runs.
     let reader = FixtureReader::open(&args.fixture)
         .with_context(|| format!("opening fixture {}", args.fixture.display()))?;
+    let manifest = reader.manifest().clone();
+    // The settings too (--batches 0, --history-length 0, --validator-chunk-size 0,
+    // --update-period 5, ...): a run refused for them creates neither --out nor a --db-dir.
+    let fill_only = args.batches == Some(0) && args.fill_epochs.is_some() && args.keep_db;
+    if args.batches == Some(0) && !fill_only {
+        bail!(
+            "nothing to replay: --batches 0 (allowed only with --fill-epochs and --keep-db, \
+             to fill a database and keep it)"
+        );
+    }
+    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
     let (out_dir, plans) = prepare_dirs(&out, &backends, &dirs)?;
 
-    let manifest = reader.manifest().clone();
     eprintln!("checking fixture {} ...", args.fixture.display());
     let batch_count = reader
         .verify()
@@ -226,7 +284,6 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     let batches_replayed = args.batches.map_or(batch_count, |n| n.min(batch_count));
     // `--batches 0 --fill-epochs N --keep-db` fills a database and keeps it (for another
     // program to replay on, as scripts/bench.sh does for Lighthouse's rows).
-    let fill_only = args.batches == Some(0) && args.fill_epochs.is_some() && args.keep_db;
     if batches_replayed == 0 && !fill_only {
         match args.batches {
             Some(0) => bail!(
@@ -242,7 +299,6 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
 
     let machine = Machine::probe();
     let build = Build::probe();
-    let config = slasher_config(&manifest, Path::new("."), args.non_durable, &args.settings)?;
     print_header(
         &args.fixture,
         &manifest,

@@ -237,3 +237,28 @@ fn an_oom_kill_is_named_with_its_limit() {
     let text = oom_reason(None, cgroup);
     assert!(text.contains("the machine's memory ran out"), "{text}");
 }
+
+/// Issue 57: the child's errors name the --db-dir the run was given, not the
+/// `/proc/self/fd/N/.` path it reaches the directory through.
+#[test]
+fn child_errors_name_the_db_dir_not_the_handle() {
+    use super::child::name_db_dir;
+    let db = std::path::Path::new("/srv/db/slasher-bench-lmdb-1-2");
+    assert_eq!(
+        name_db_dir(
+            "opening /proc/self/fd/4/./data.mdb: Permission denied (at /proc/self/fd/17/.)",
+            db
+        )
+        .as_deref(),
+        Some(
+            "opening /srv/db/slasher-bench-lmdb-1-2/data.mdb: Permission denied (at \
+             /srv/db/slasher-bench-lmdb-1-2)"
+        )
+    );
+    // Other /proc paths are left as they are.
+    assert_eq!(
+        name_db_dir("reading /proc/self/fd/x and /proc/self/fd/3/..", db).as_deref(),
+        Some("reading /proc/self/fd/x and /proc/self/fd/3/..")
+    );
+    assert_eq!(name_db_dir("no handle here", db), None);
+}
