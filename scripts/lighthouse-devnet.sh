@@ -73,6 +73,26 @@ devnet_metric() {
     curl -sf "http://127.0.0.1:$((15053 + 2 * $1))/metrics" | awk -v m="$2" '$1 == m { print $2 }'
 }
 
+# Fails unless every socket that the processes of DEVNET_PIDS listen on (TCP) or are bound to
+# (UDP) is on the loopback address; writes them to DEVNET_OUT/sockets.txt.
+devnet_check_loopback() {
+    local pattern
+    pattern=$(printf 'pid=%s,|' "${DEVNET_PIDS[@]}")
+    ss -H -ltunp | grep -E "${pattern%|}" >"$DEVNET_OUT/sockets.txt" || true
+    [[ -s $DEVNET_OUT/sockets.txt ]] || die "no socket of the devnet's processes found by ss"
+    if awk '{ print $5 }' "$DEVNET_OUT/sockets.txt" | grep -Ev '^(127\.0\.0\.1|\[::1\]):'; then
+        die "a devnet process listens beyond 127.0.0.1 (see $DEVNET_OUT/sockets.txt)"
+    fi
+    log "$(wc -l <"$DEVNET_OUT/sockets.txt") sockets of the devnet's processes, all on 127.0.0.1"
+}
+
+# devnet_scrape INDEX NAME WHEN: saves node INDEX's /metrics page to DEVNET_OUT/NAME/metrics-WHEN.txt
+# under a first line `# scraped-at SECONDS` (devnet_metrics.py diffs two of them).
+devnet_scrape() {
+    { echo "# scraped-at $(date +%s.%N)"; curl -sf "http://127.0.0.1:$((15053 + 2 * $1))/metrics"; } \
+        >"$DEVNET_OUT/$2/metrics-$3.txt" || die "no metrics from $2"
+}
+
 # Waits until node INDEX's slasher has run a batch (its batch-time histogram counts one).
 devnet_wait_batches() {
     local i=$1 want=${2:-1} n
@@ -155,6 +175,7 @@ do_devnet() {
     local lmdb_pid=$NODE_PID
     devnet_wait_batches 0 3 || die "bin-butter's slasher ran no batch (log: $DEVNET_OUT/bin-butter/node.log)"
     devnet_wait_batches 1 3 || die "bin-lmdb's slasher ran no batch"
+    devnet_check_loopback
     local db=$DEVNET_SLASHER_DIR/bin-butter gauge stat
     # The operator's actions on bin-butter, each quoted into the summary.
     sleep $((3 * epoch_s))
@@ -251,6 +272,8 @@ PY
     # Side by side to the end: both nodes' metrics and RSS every epoch.
     local csv=$DEVNET_OUT/metrics.csv i name pid
     echo "time,node,batches,batch_time_sum_s,attestations_valid,blocks,database_bytes,rss_kib" >"$csv"
+    devnet_scrape 0 bin-butter start
+    devnet_scrape 1 bin-lmdb start
     while kill -0 "$sim_pid" 2>/dev/null; do
         for i in 0 1; do
             name=$([[ $i == 0 ]] && echo butter || echo lmdb)
@@ -259,6 +282,8 @@ PY
         done
         sleep "$epoch_s"
     done
+    devnet_scrape 0 bin-butter end
+    devnet_scrape 1 bin-lmdb end
     wait "$sim_pid" || die "the simulator failed (log: $DEVNET_OUT/sim.log)"
     devnet_stop_all
     {
@@ -269,6 +294,8 @@ PY
     python3 "$REPO/integration/lighthouse/devnet_check.py" "$DEVNET_OUT/answers" "$DEVNET_OUT/sim.log" \
         >>"$summary" 2>&1 || rc=$?
     echo '```' >>"$summary"
+    echo "## Side by side from the nodes' own metrics (devnet_metrics.py)" >>"$summary"
+    python3 "$REPO/integration/lighthouse/devnet_metrics.py" "$DEVNET_OUT" >>"$summary" 2>&1 || rc=$?
     for name in bin-butter bin-lmdb; do
         echo "$name: $(grep -c '"Found double-vote slashing"' "$DEVNET_OUT/$name/node.log") double-vote lines, validators $(grep '"Found double-vote slashing"' "$DEVNET_OUT/$name/node.log" | grep -o '"validator_index":[0-9]*' | cut -d: -f2 | sort -nu | tr '\n' ' ')" >>"$summary"
     done
