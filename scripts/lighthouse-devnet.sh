@@ -20,16 +20,18 @@
 # mount and the work directory). The output stays in DEVNET_OUT (default
 # CARGO_TARGET_DIR/devnet/<date-time>): summary.md, the logs, the answers.
 #
-# Environment: DEVNET_VALIDATORS (256), DEVNET_DOUBLED ("3,77,130,201"), DEVNET_SPEED_UP (4:
-# 3 s slots), DEVNET_END_EPOCH (22), DEVNET_HISTORY (16).
+# Environment: DEVNET_VALIDATORS (256), DEVNET_DOUBLED ("3,77,130,201"), DEVNET_SPEED_UP (2:
+# it divides the minimal preset's 6 s slot, in whole seconds, so 2 gives 3 s slots and 4 gives
+# 1 s), DEVNET_END_EPOCH (30), DEVNET_HISTORY (16).
 
 DEVNET_PIDS=()
 devnet_stop_all() {
     local pid
-    for pid in "${DEVNET_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+    # Some are gone already (the node killed on purpose): a failed kill is not an error.
+    for pid in "${DEVNET_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${DEVNET_PIDS[@]}"; do
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-        kill -KILL "$pid" 2>/dev/null
+        kill -KILL "$pid" 2>/dev/null || true
     done
     DEVNET_PIDS=()
 }
@@ -73,6 +75,26 @@ devnet_metric() {
     curl -sf "http://127.0.0.1:$((15053 + 2 * $1))/metrics" | awk -v m="$2" '$1 == m { print $2 }'
 }
 
+# Fails unless every socket that the processes of DEVNET_PIDS listen on (TCP) or are bound to
+# (UDP) is on the loopback address; writes them to DEVNET_OUT/sockets.txt.
+devnet_check_loopback() {
+    local pattern
+    pattern=$(printf 'pid=%s,|' "${DEVNET_PIDS[@]}")
+    ss -H -ltunp | grep -E "${pattern%|}" >"$DEVNET_OUT/sockets.txt" || true
+    [[ -s $DEVNET_OUT/sockets.txt ]] || die "no socket of the devnet's processes found by ss"
+    if awk '{ print $5 }' "$DEVNET_OUT/sockets.txt" | grep -Ev '^(127\.0\.0\.1|\[::1\]):'; then
+        die "a devnet process listens beyond 127.0.0.1 (see $DEVNET_OUT/sockets.txt)"
+    fi
+    log "$(wc -l <"$DEVNET_OUT/sockets.txt") sockets of the devnet's processes, all on 127.0.0.1"
+}
+
+# devnet_scrape INDEX NAME WHEN: saves node INDEX's /metrics page to DEVNET_OUT/NAME/metrics-WHEN.txt
+# under a first line `# scraped-at SECONDS` (devnet_metrics.py diffs two of them).
+devnet_scrape() {
+    { echo "# scraped-at $(date +%s.%N)"; curl -sf "http://127.0.0.1:$((15053 + 2 * $1))/metrics"; } \
+        >"$DEVNET_OUT/$2/metrics-$3.txt" || die "no metrics from $2"
+}
+
 # Waits until node INDEX's slasher has run a batch (its batch-time histogram counts one).
 devnet_wait_batches() {
     local i=$1 want=${2:-1} n
@@ -108,7 +130,7 @@ do_devnet() {
     DEVNET_LIGHTHOUSE=$CARGO_TARGET_DIR/release/lighthouse
     DEVNET_LCLI=$CARGO_TARGET_DIR/release/lcli
     local sim=$CARGO_TARGET_DIR/release/simulator butter=$REPO/target/release/butter
-    local epoch_s speed=${DEVNET_SPEED_UP:-4} end=${DEVNET_END_EPOCH:-22} summary
+    local epoch_s speed=${DEVNET_SPEED_UP:-2} end=${DEVNET_END_EPOCH:-30} summary
     LIGHTHOUSE_BUILD_PACKAGES="lcli simulator ${LIGHTHOUSE_BUILD_PACKAGES:-}" \
         LIGHTHOUSE_FEATURES=lighthouse/spec-minimal do_build
     log "building the butter tool in $REPO"
@@ -124,7 +146,6 @@ do_devnet() {
     DEVNET_SLASHER_DIR=$TEST_TMP/slashers
     mkdir -p "$DEVNET_SLASHER_DIR" "$WORK/lmdb"
     summary=$DEVNET_OUT/summary.md
-    epoch_s=$((12 / speed * 8))
 
     log "simulator butter-slashing-sim (log: $DEVNET_OUT/sim.log)"
     "$sim" butter-slashing-sim --validators "${DEVNET_VALIDATORS:-256}" \
@@ -142,6 +163,9 @@ do_devnet() {
         sleep 1
     done
     [[ -s $DEVNET_OUT/testnet/el.json ]] || die "no network directory after 600 s"
+    # The epoch's length as the network has it (the minimal preset: 8 slots).
+    epoch_s=$(($(sed -n "s/^SECONDS_PER_SLOT: *['\"]*\([0-9]*\).*/\1/p" "$DEVNET_OUT/testnet/config.yaml") * 8))
+    ((epoch_s > 0)) || die "no SECONDS_PER_SLOT in $DEVNET_OUT/testnet/config.yaml"
     {
         echo "# Lighthouse devnet, $(date -u +%FT%TZ), Lighthouse $(git -C "$LH" rev-parse --short=10 HEAD)"
         echo
@@ -155,7 +179,16 @@ do_devnet() {
     local lmdb_pid=$NODE_PID
     devnet_wait_batches 0 3 || die "bin-butter's slasher ran no batch (log: $DEVNET_OUT/bin-butter/node.log)"
     devnet_wait_batches 1 3 || die "bin-lmdb's slasher ran no batch"
+    devnet_check_loopback
     local db=$DEVNET_SLASHER_DIR/bin-butter gauge stat
+    # A node that has not synced yet stores nothing: wait until bin-butter's slasher has
+    # committed attestations (more than the 220-byte manifest of an empty database).
+    for _ in $(seq 300); do
+        gauge=$(devnet_metric 0 slasher_database_size)
+        [[ -n $gauge && ${gauge%.*} -gt 4096 ]] && break
+        sleep 1
+    done
+    [[ ${gauge%.*} -gt 4096 ]] || die "bin-butter's slasher stored no attestation within 300 s"
     # The operator's actions on bin-butter, each quoted into the summary.
     sleep $((3 * epoch_s))
     gauge=$(devnet_metric 0 slasher_database_size)
@@ -174,7 +207,8 @@ gauge = float(sys.argv[1])
 text = sys.argv[2]
 # butter stat: the segments (the total row's file MiB), the manifest and the pending merge
 # outputs, which is what the gauge counts (adapters' butter::database_size).
-total = re.search(r"^total\s.*\s([\d.]+)\s*$", text, re.M)
+# The total row: segments, file MiB, stored entries.
+total = re.search(r"^total\s+\d+\s+([\d.]+)\s", text, re.M)
 manifest = re.search(r"^manifest\s+(\d+) bytes", text, re.M)
 merges = re.search(r"merge outputs \(([\d.]+) MiB\)", text)
 if not (total and manifest and merges):
@@ -251,6 +285,8 @@ PY
     # Side by side to the end: both nodes' metrics and RSS every epoch.
     local csv=$DEVNET_OUT/metrics.csv i name pid
     echo "time,node,batches,batch_time_sum_s,attestations_valid,blocks,database_bytes,rss_kib" >"$csv"
+    devnet_scrape 0 bin-butter start
+    devnet_scrape 1 bin-lmdb start
     while kill -0 "$sim_pid" 2>/dev/null; do
         for i in 0 1; do
             name=$([[ $i == 0 ]] && echo butter || echo lmdb)
@@ -259,6 +295,8 @@ PY
         done
         sleep "$epoch_s"
     done
+    devnet_scrape 0 bin-butter end
+    devnet_scrape 1 bin-lmdb end
     wait "$sim_pid" || die "the simulator failed (log: $DEVNET_OUT/sim.log)"
     devnet_stop_all
     {
@@ -269,6 +307,8 @@ PY
     python3 "$REPO/integration/lighthouse/devnet_check.py" "$DEVNET_OUT/answers" "$DEVNET_OUT/sim.log" \
         >>"$summary" 2>&1 || rc=$?
     echo '```' >>"$summary"
+    echo "## Side by side from the nodes' own metrics (devnet_metrics.py)" >>"$summary"
+    python3 "$REPO/integration/lighthouse/devnet_metrics.py" "$DEVNET_OUT" >>"$summary" 2>&1 || rc=$?
     for name in bin-butter bin-lmdb; do
         echo "$name: $(grep -c '"Found double-vote slashing"' "$DEVNET_OUT/$name/node.log") double-vote lines, validators $(grep '"Found double-vote slashing"' "$DEVNET_OUT/$name/node.log" | grep -o '"validator_index":[0-9]*' | cut -d: -f2 | sort -nu | tr '\n' ' ')" >>"$summary"
     done

@@ -34,14 +34,14 @@ use std::cmp::max;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::sleep;
 use types::test_utils::generate_deterministic_keypair;
 use types::{Attestation, Epoch, EthSpec, Graffiti, MinimalEthSpec, Slot};
 
 type E = MinimalEthSpec;
 
-const GENESIS_DELAY: u64 = 32;
+const GENESIS_DELAY: u64 = 64;
 const DOUBLED_GRAFFITI: &[u8] = b"butter-sim: doubled";
 /// The epochs in which the scenario signs a second attestation for each doubled validator.
 const DOUBLE_VOTE_EPOCHS: [u64; 3] = [3, 4, 5];
@@ -270,23 +270,27 @@ pub fn run(matches: &ArgMatches) -> Result<(), String> {
             .iter()
             .for_each(|node| node.server.all_payloads_valid());
 
-        let to_genesis = network.duration_to_genesis().await;
-        println!("butter-slashing-sim: genesis in {} s", to_genesis.as_secs());
-        sleep(to_genesis).await;
-
         let slots_per_epoch = E::slots_per_epoch();
         let nodes = network.remote_nodes()?;
+        // The network's set-up (keystores, nodes) can outlast the genesis delay on a busy
+        // machine: then genesis has passed and there is nothing to wait for.
+        let genesis_time = nodes[0]
+            .get_beacon_genesis()
+            .await
+            .map_err(|e| format!("genesis: {e:?}"))?
+            .data
+            .genesis_time;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_err(|e| e.to_string())?;
+        let to_genesis = Duration::from_secs(genesis_time).saturating_sub(now);
+        println!("butter-slashing-sim: genesis in {} s", to_genesis.as_secs());
+        sleep(to_genesis).await;
         if let Some(dir) = &plan.testnet_dir {
             let enr = network.beacon_nodes.read()[0]
                 .client
                 .enr()
                 .ok_or("the boot node has no ENR")?;
-            let genesis_time = nodes[0]
-                .get_beacon_genesis()
-                .await
-                .map_err(|e| format!("genesis: {e:?}"))?
-                .data
-                .genesis_time;
             let genesis = nodes[0]
                 .get_debug_beacon_states_ssz::<E>(StateId::Genesis, &spec)
                 .await
@@ -322,8 +326,12 @@ pub fn run(matches: &ArgMatches) -> Result<(), String> {
             Ok::<(), String>(())
         };
         let end = Epoch::new(plan.end_epoch).start_slot(slots_per_epoch);
-        let (signed, ()) = futures::join!(sign_twice, sleep(slot_duration * end.as_u64() as u32));
-        signed?;
+        let deadline = tokio::time::Instant::now() + slot_duration * end.as_u64() as u32;
+        // A stalled chain must not hang the run: every second vote is signed by the end epoch.
+        tokio::time::timeout_at(deadline, sign_twice)
+            .await
+            .map_err(|_| format!("the second votes were not all signed by epoch {}", plan.end_epoch))??;
+        tokio::time::sleep_until(deadline).await;
         record(&nodes, &plan, &spec).await?;
         println!("butter-slashing-sim: answers recorded in {}", plan.out.display());
         drop(network);
