@@ -544,6 +544,21 @@ fn octal(field: &mut [u8], value: u64) {
     }
 }
 
+/// A ustar header's checksum: the sum of its bytes, the checksum field (148..156) counted as
+/// spaces.
+fn header_sum(h: &[u8; BLOCK]) -> u64 {
+    h.iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u64::from(b)
+            }
+        })
+        .sum()
+}
+
 fn tar_header(name: &str, len: u64, dir: bool, mtime: u64) -> [u8; BLOCK] {
     let mut h = [0u8; BLOCK];
     let put = |h: &mut [u8; BLOCK], at: usize, bytes: &[u8]| {
@@ -567,12 +582,10 @@ fn tar_header(name: &str, len: u64, dir: bool, mtime: u64) -> [u8; BLOCK] {
     put(&mut h, 156, if dir { b"5" } else { b"0" });
     put(&mut h, 257, b"ustar\0");
     put(&mut h, 263, b"00");
-    let sum: u64 = h.iter().map(|&b| u64::from(b)).sum();
-    let mut field = [0u8; 8];
-    octal(&mut field, sum);
+    let sum = header_sum(&h);
     // The checksum field: six digits, NUL, space.
+    let mut field = [0u8; 8];
     field[7] = b' ';
-    field[6] = 0;
     let digits = format!("{sum:06o}");
     field[..6].copy_from_slice(digits.as_bytes().get(..6).unwrap_or(b"000000"));
     put(&mut h, 148, &field);
@@ -849,17 +862,7 @@ fn read_tar(
         }
         let stored = parse_octal(&header[148..156])
             .ok_or_else(|| bad("a header's checksum is not octal".into()))?;
-        let sum: u64 = header
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| {
-                if (148..156).contains(&i) {
-                    32
-                } else {
-                    u64::from(b)
-                }
-            })
-            .sum();
+        let sum = header_sum(&header);
         if sum != stored {
             return Err(bad(format!(
                 "a header's checksum is {stored:o}, its bytes add up to {sum:o}"
@@ -1010,18 +1013,7 @@ mod tests {
     #[test]
     fn tar_headers_carry_their_checksum_and_fields() {
         let h = tar_header("butter-copy/MANIFEST", 820, false, 1_700_000_000);
-        let sum: u64 = h
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| {
-                if (148..156).contains(&i) {
-                    32
-                } else {
-                    u64::from(b)
-                }
-            })
-            .sum();
-        assert_eq!(parse_octal(&h[148..156]), Some(sum));
+        assert_eq!(parse_octal(&h[148..156]), Some(header_sum(&h)));
         assert_eq!(parse_octal(&h[124..136]), Some(820));
         assert_eq!(&h[257..263], b"ustar\0");
         assert_eq!(h[156], b'0');
