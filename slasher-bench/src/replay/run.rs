@@ -157,7 +157,7 @@ fn run_backend_child(
         cmd.arg("--fill-epochs").arg(n.to_string());
     }
     if let Some(mib) = args.butter_cache_mib {
-        cmd.env(slasher_adapters::BUTTER_CACHE_MIB_VAR, mib.to_string());
+        cmd.arg("--butter-cache-mib").arg(mib.to_string());
     }
     let mut child = cmd
         .spawn()

@@ -32,21 +32,28 @@ pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>
     Ok(written)
 }
 
-/// `batches.csv`: one line per (row, batch).
+/// `batches.csv`: one line per (row, batch). The commit parts' columns
+/// (`commit_NAME_ms`) are those the report's rows have, in the order they first appear.
 pub fn render_csv(report: &Report) -> String {
+    let parts = part_names(report.runs.iter().flat_map(|run| &run.backends));
     let mut s = String::from(
         "run,name,backend,filesystem,durable,index,slot,current_epoch,headers,attestations,\
          wall_ms,process_ms,prune_ms,commit_ms,enqueue_ms,db_bytes,bytes_written,tiles_written,\
-         attester_slashings,proposer_slashings,storage_ms,commit_build_ms,commit_file_ms,\
-         commit_write_back_ms,commit_snapshot_ms,storage_calls,cpu_ms,thread_cpu_ms,\
+         attester_slashings,proposer_slashings,storage_ms,",
+    );
+    for name in &parts {
+        let _ = write!(s, "commit_{name}_ms,");
+    }
+    s.push_str(
+        "storage_calls,cpu_ms,thread_cpu_ms,\
          commit_bytes,merges,merged_bytes,largest_merge_bytes,largest_merge_table_bytes\n",
     );
     for (run_index, run) in report.runs.iter().enumerate() {
         for r in &run.backends {
             for b in &r.batches {
-                let _ = writeln!(
+                let _ = write!(
                     s,
-                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.3},{}",
+                    "{run_index},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},",
                     csv_field(&r.name),
                     csv_field(&r.backend),
                     csv_field(&r.filesystem),
@@ -67,13 +74,16 @@ pub fn render_csv(report: &Report) -> String {
                     b.attester_slashings,
                     b.proposer_slashings,
                     b.storage_ms,
-                    b.commit_parts.map_or_else(
-                        || ",,,".to_string(),
-                        |p| format!(
-                            "{:.3},{:.3},{:.3},{:.3}",
-                            p.build_ms, p.file_ms, p.write_back_ms, p.snapshot_ms
-                        )
-                    ),
+                );
+                for name in &parts {
+                    if let Some(ms) = b.commit_parts.as_ref().and_then(|p| p.get(name)) {
+                        let _ = write!(s, "{ms:.3}");
+                    }
+                    s.push(',');
+                }
+                let _ = writeln!(
+                    s,
+                    "{},{:.3},{:.3},{}",
                     b.storage_calls,
                     b.cpu_ms,
                     b.thread_cpu_ms,
@@ -93,6 +103,19 @@ pub fn render_csv(report: &Report) -> String {
         }
     }
     s
+}
+
+/// The names of the commit parts `rows` have, in the order they first appear.
+pub(super) fn part_names<'a>(rows: impl IntoIterator<Item = &'a BackendResult>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for b in rows.into_iter().flat_map(|r| &r.batches) {
+        for (name, _) in b.commit_parts.iter().flat_map(|p| p.iter()) {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
 }
 
 fn csv_field(s: &str) -> String {
@@ -444,7 +467,7 @@ pub(super) fn render_cpu(s: &mut String, group: &[(usize, &BackendResult)]) {
 }
 
 /// A row's commits in one phase: their total and, summed, the parts the backend reported.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PhaseCommits {
     /// Batches in the phase.
     pub batches: usize,
@@ -457,8 +480,7 @@ pub struct PhaseCommits {
 impl PhaseCommits {
     /// What the commits spent outside the reported parts, seconds.
     pub fn rest_s(&self) -> f64 {
-        let p = &self.parts;
-        self.commit_s - (p.build_ms + p.file_ms + p.write_back_ms + p.snapshot_ms) / 1000.0
+        self.commit_s - self.parts.total_ms() / 1000.0
     }
 }
 
@@ -471,11 +493,9 @@ pub fn phase_commits(row: &BackendResult, phase: Phase) -> Option<PhaseCommits> 
     let mut parts = CommitParts::default();
     let mut commit_ms = 0.0;
     for b in &in_phase {
-        let p = b.commit_parts?;
-        parts.build_ms += p.build_ms;
-        parts.file_ms += p.file_ms;
-        parts.write_back_ms += p.write_back_ms;
-        parts.snapshot_ms += p.snapshot_ms;
+        for (name, ms) in b.commit_parts.as_ref()?.iter() {
+            parts.add(name, ms);
+        }
         commit_ms += b.commit_ms;
     }
     Some(PhaseCommits {
@@ -496,18 +516,31 @@ pub(super) fn render_commit_parts(s: &mut String, group: &[(usize, &BackendResul
     if rows.is_empty() {
         return;
     }
-    s.push_str(
+    let names = part_names(rows.iter().map(|(_, r)| *r));
+    let notes: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let shown = n.replace('_', "-");
+            match part_note(n) {
+                Some(note) => format!("*{shown}*: {note}; "),
+                None => format!("*{shown}*; "),
+            }
+        })
+        .collect();
+    let _ = write!(
+        s,
         "Where the commits went, for the backends that report it (seconds summed over the \
-         phase, share of the commits' total in brackets; *build*: merging the writes into new \
-         segments; *file*: copying them into their files and starting the write-back; \
-         *write-back*: waiting for it; *snapshot*: the read-only snapshot that commits; *rest*: \
-         the manifest, deleting old generations, closing retired files):\n\n",
+         phase, share of the commits' total in brackets; {}*rest*: {}):\n\n",
+        notes.concat(),
+        REST_NOTE
     );
-    s.push_str(
-        "| run | backend | phase | batches | commits s | build | file | write-back | snapshot | \
-         rest | LMDB commits s |\n",
-    );
-    s.push_str("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| run | backend | phase | batches | commits s |");
+    for name in &names {
+        let _ = write!(s, " {} |", name.replace('_', "-"));
+    }
+    s.push_str(" rest | LMDB commits s |\n|---:|---|---|---:|---:|");
+    s.push_str(&"---:|".repeat(names.len()));
+    s.push_str("---:|---:|\n");
     for (run_index, r) in rows {
         let base = baseline(r, group);
         for phase in Phase::ALL {
@@ -527,24 +560,41 @@ pub(super) fn render_commit_parts(s: &mut String, group: &[(usize, &BackendResul
                 .map_or("–".to_string(), |b| {
                     format!("{:.2}", b.iter().map(|b| b.commit_ms).sum::<f64>() / 1000.0)
                 });
-            let p = &c.parts;
-            let _ = writeln!(
+            let _ = write!(
                 s,
-                "| {run_index} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {lmdb} |",
+                "| {run_index} | {} | {} | {} | {:.2} |",
                 r.name,
                 phase.name(),
                 c.batches,
                 c.commit_s,
-                part(p.build_ms / 1000.0),
-                part(p.file_ms / 1000.0),
-                part(p.write_back_ms / 1000.0),
-                part(p.snapshot_ms / 1000.0),
-                part(c.rest_s()),
             );
+            for name in &names {
+                let shown = c
+                    .parts
+                    .get(name)
+                    .map_or("–".to_string(), |ms| part(ms / 1000.0));
+                let _ = write!(s, " {shown} |");
+            }
+            let _ = writeln!(s, " {} | {lmdb} |", part(c.rest_s()));
         }
     }
     s.push('\n');
 }
+
+/// What a commit part of butter_db's measures, for the text above the table; a part without a
+/// note is shown by its name alone.
+fn part_note(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "build" => "merging the writes into new segments",
+        "file" => "copying them into their files and starting the write-back",
+        "write_back" => "waiting for it",
+        "snapshot" => "the read-only snapshot that commits",
+        _ => return None,
+    })
+}
+
+/// What a butter_db commit spends outside its named parts.
+const REST_NOTE: &str = "the manifest, deleting old generations, closing retired files";
 
 /// One phase of a port row beside the same backend and filesystem replayed by a client.
 #[derive(Debug, Clone, PartialEq)]
