@@ -49,6 +49,8 @@ impl CommitStats {
         totals.add_part("build", us(info.build_us));
         totals.add_part("file", us(info.file_us));
         totals.add_part("write_back", us(info.write_back_us));
+        let written = info.build_us + info.file_us + info.write_back_us;
+        totals.add_part("manifest", us(info.write_us.saturating_sub(written)));
         totals.add_part("snapshot", us(info.snapshot_us));
         totals.commit_bytes += info.bytes_written;
         totals.merges += info.merges_installed as u64;

@@ -588,13 +588,18 @@ fn part_note(name: &str) -> Option<&'static str> {
         "build" => "merging the writes into new segments",
         "file" => "copying them into their files and starting the write-back",
         "write_back" => "waiting for it",
+        "manifest" => {
+            "installing finished merges, writing the manifest and unlinking retired segments"
+        }
         "snapshot" => "the read-only snapshot that commits",
         _ => return None,
     })
 }
 
 /// What a butter_db commit spends outside its named parts.
-const REST_NOTE: &str = "the manifest, deleting old generations, closing retired files";
+const REST_NOTE: &str =
+    "what the commit does after the snapshot (publishing, deleting old generations, closing \
+     retired files)";
 
 /// One phase of a port row beside the same backend and filesystem replayed by a client.
 #[derive(Debug, Clone, PartialEq)]
