@@ -436,7 +436,7 @@ row_command() {
             CLIENT_DB=$(mktemp -d "$dir/lighthouse-$backend.XXXXXX")
         fi
         [[ $batches == all ]] && batches=1000000000
-        CMD=("$BENCH_LIGHTHOUSE_RUNNER" "$FIXTURE" "$CLIENT_DB" "$OUT/$row.csv" "$backend"
+        CMD=("$BENCH_LIGHTHOUSE_RUNNER" "$FIXTURE" "$CLIENT_DB" "$OUT/$row.jsonl" "$backend"
             "$batches" "$HISTORY" 16 256)
         return
     fi
@@ -447,14 +447,14 @@ row_command() {
     CMD+=(${BENCH_REPLAY_ARGS:-})
 }
 
-# finish_row ROW STATUS DB: a client row's CSV becomes a report row (its database is measured,
+# finish_row ROW STATUS DB: a client row's JSON lines become a report row (its database is measured,
 # then removed); a failed row sets RC. Adds the row's report directory to RUNS.
 RC=0
 RUNS=()
 finish_row() {
     local row=$1 rc=$2 db=$3
     if ((rc == 0)) && [[ -n $db ]]; then
-        "$BIN" import-client --fixture "$FIXTURE" --csv "$OUT/$row.csv" --db-dir "$db" \
+        "$BIN" import-client --fixture "$FIXTURE" --rows "$OUT/$row.jsonl" --db-dir "$db" \
             --remove-db --out "$OUT/$row" || rc=$?
     fi
     if ((rc != 0)); then

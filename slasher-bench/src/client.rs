@@ -2,7 +2,7 @@
 //! built by `scripts/lighthouse.sh ... bench`) as a report row, so that `slasher-bench report`
 //! sets it beside the port's rows of the same fixture and settings.
 //!
-//! The runner writes a CSV (see [`parse_client_csv`]); this module turns it into a one-row run
+//! The runner writes JSON lines (see [`parse_client_rows`]); this module turns them into a one-row run
 //! named `lighthouse:<backend>@<filesystem>` in the report's schema. Each batch's slashings are
 //! decoded from their SSZ and summarised and digested by the same code as the port's, so the
 //! correctness gate compares the client's slashings with the port's batch by batch, and the
@@ -18,8 +18,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use clap::Args;
+use serde::Deserialize;
 use slasher_adapters::config::{destroy_database_dir, DEFAULT_MAX_DB_SIZE_MBS};
 use slasher_adapters::slasher::config::DEFAULT_ATTESTATION_ROOT_CACHE_SIZE;
 use slasher_adapters::slasher::{AttesterSlashing, ProposerSlashing};
@@ -41,9 +42,9 @@ pub struct ImportClientArgs {
     /// The fixture the runner replayed.
     #[arg(long)]
     pub fixture: PathBuf,
-    /// The runner's CSV.
-    #[arg(long)]
-    pub csv: PathBuf,
+    /// The runner's rows (JSON lines; `--csv` is the older name of this option).
+    #[arg(long, alias = "csv")]
+    pub rows: PathBuf,
     /// The database directory the runner used: its filesystem names the row, and its size is
     /// measured with the port's adapter for the backend.
     #[arg(long)]
@@ -57,7 +58,8 @@ pub struct ImportClientArgs {
 }
 
 /// What the runner's first line says it ran.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClientSettings {
     /// Lighthouse commit the runner was built from (`unknown` if not given at build time).
     pub lighthouse: String,
@@ -73,7 +75,96 @@ pub struct ClientSettings {
     pub batches: u64,
 }
 
-/// The runner's CSV, parsed.
+/// One batch as the runner writes it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientBatch {
+    /// The fixture batch.
+    pub index: u64,
+    /// Its slot.
+    pub slot: u64,
+    /// The epoch `process_queued` was given.
+    pub current_epoch: u64,
+    /// Block headers queued.
+    pub headers: usize,
+    /// Attestations queued.
+    pub attestations: usize,
+    /// `process_queued` + `prune_database`, ms.
+    pub wall_ms: f64,
+    /// `process_queued`, ms.
+    pub process_ms: f64,
+    /// `prune_database`, ms.
+    pub prune_ms: f64,
+    /// Attester slashings Lighthouse returned after the batch.
+    pub attester_slashings: usize,
+    /// Proposer slashings.
+    pub proposer_slashings: usize,
+    /// Each slashing: `A` (attester) or `P` (proposer), then its SSZ bytes in hex.
+    pub slashings: Vec<String>,
+}
+
+/// The runner's last line, once the run finished.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientEnd {
+    /// Batches replayed.
+    pub batches: u64,
+    /// The replay loop, seconds.
+    pub elapsed_s: f64,
+    /// The runner's `VmHWM` (0: unknown).
+    pub peak_rss_bytes: u64,
+}
+
+/// One line of the runner's output (`integration/lighthouse/replay.rs`), told apart by its
+/// `kind`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClientLine {
+    /// The first line.
+    Settings(ClientSettings),
+    /// One per batch.
+    Batch(ClientBatch),
+    /// The last line of a finished run.
+    End(ClientEnd),
+}
+
+/// Why the runner's rows were refused; `line` counts from 1.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientRowsError {
+    /// A line that is not one of the runner's JSON objects.
+    #[error("{path} line {line}: not a row of the Lighthouse replay runner: {source}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// The first line is not the settings, or settings come again later.
+    #[error("{path} line {line}: {what}")]
+    OutOfOrder {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// What is out of place.
+        what: &'static str,
+    },
+    /// A slashing that is not `A`/`P` and hex SSZ of its kind, or counts that do not match
+    /// the slashings listed.
+    #[error("{path} line {line}: {what}")]
+    Slashing {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// What is wrong with it.
+        what: String,
+    },
+}
+
+/// The runner's rows, parsed.
 #[derive(Debug, Clone)]
 pub struct ClientRun {
     /// The settings line.
@@ -88,123 +179,99 @@ pub struct ClientRun {
     pub peak_rss_bytes: Option<u64>,
 }
 
-fn key_values(line: &str, prefix: &str) -> Option<Vec<(String, String)>> {
-    let rest = line.strip_prefix(prefix)?;
-    Some(
-        rest.split_whitespace()
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
-}
-
-fn value<'a>(kv: &'a [(String, String)], key: &str, what: &str) -> anyhow::Result<&'a str> {
-    kv.iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-        .with_context(|| format!("{what}: no {key}="))
-}
-
-/// Parses the runner's CSV: a `# butter_replay` settings line, the header, one line per batch,
-/// and a closing `# end` line once the run finished.
+/// Parses the runner's JSON lines: the settings, one line per batch, and an end line once the
+/// run finished.
 ///
 /// # Errors
-/// A file that is not the runner's, a malformed line, bad hex or SSZ in the slashings column.
-pub fn parse_client_csv(text: &str, path: &Path) -> anyhow::Result<ClientRun> {
-    let at_line = |n: usize| format!("{} line {}", path.display(), n + 1);
-    let mut lines = text.lines().enumerate();
-    let (_, first) = lines.next().unwrap_or_default();
-    let Some(kv) = key_values(first, "# butter_replay ") else {
-        bail!(
-            "{}: not a CSV of the Lighthouse replay runner (first line {first:?})",
-            path.display()
-        );
+/// [`ClientRowsError`], naming the line: a line that is not the runner's (unknown fields
+/// included), lines out of order, bad hex or SSZ in the slashings, counts that do not match.
+pub fn parse_client_rows(text: &str, path: &Path) -> Result<ClientRun, ClientRowsError> {
+    let out_of_order = |line: usize, what| ClientRowsError::OutOfOrder {
+        path: path.to_path_buf(),
+        line,
+        what,
     };
-    let number = |key: &str| -> anyhow::Result<usize> {
-        let v = value(&kv, key, &at_line(0))?;
-        v.parse()
-            .with_context(|| format!("{}: {key}={v}", at_line(0)))
-    };
-    let settings = ClientSettings {
-        lighthouse: value(&kv, "lighthouse", &at_line(0))?.to_string(),
-        backend: value(&kv, "backend", &at_line(0))?.to_string(),
-        history: number("history")?,
-        chunk: number("chunk")?,
-        validator_chunk: number("validator_chunk")?,
-        batches: number("batches")? as u64,
-    };
-    let (_, header) = lines.next().unwrap_or_default();
-    ensure!(
-        header.starts_with("index,slot,current_epoch,") && header.ends_with(",slashings"),
-        "{}: not the runner's header",
-        at_line(1)
-    );
-    let mut run = ClientRun {
-        settings,
-        batches: Vec::new(),
-        slashings: Vec::new(),
-        elapsed_s: None,
-        peak_rss_bytes: None,
-    };
-    for (n, line) in lines {
-        if let Some(kv) = key_values(line, "# end ") {
-            let elapsed = value(&kv, "elapsed_s", &at_line(n))?;
-            run.elapsed_s = Some(elapsed.parse().with_context(|| at_line(n))?);
-            let rss: u64 = value(&kv, "peak_rss_bytes", &at_line(n))?
-                .parse()
-                .with_context(|| at_line(n))?;
-            run.peak_rss_bytes = (rss > 0).then_some(rss);
-            continue;
-        }
-        ensure!(
-            run.elapsed_s.is_none(),
-            "{}: a line after the end line",
-            at_line(n)
-        );
-        let f: Vec<&str> = line.split(',').collect();
-        let [index, slot, epoch, headers, atts, wall, process, prune, a_count, p_count, found] =
-            f[..]
-        else {
-            bail!("{}: expected 11 fields, found {}", at_line(n), f.len());
+    let mut run: Option<ClientRun> = None;
+    for (i, text) in text.lines().enumerate() {
+        let line = i + 1;
+        let parsed: ClientLine =
+            serde_json::from_str(text).map_err(|source| ClientRowsError::Malformed {
+                path: path.to_path_buf(),
+                line,
+                source,
+            })?;
+        let settings = match (parsed, &mut run) {
+            (ClientLine::Settings(settings), None) => settings,
+            (_, None) => return Err(out_of_order(line, "the first line is not the settings")),
+            (_, Some(r)) if r.elapsed_s.is_some() => {
+                return Err(out_of_order(line, "a line after the end line"))
+            }
+            (ClientLine::Settings(_), Some(_)) => {
+                return Err(out_of_order(line, "a second settings line"))
+            }
+            (ClientLine::End(end), Some(r)) => {
+                r.elapsed_s = Some(end.elapsed_s);
+                r.peak_rss_bytes = (end.peak_rss_bytes > 0).then_some(end.peak_rss_bytes);
+                continue;
+            }
+            (ClientLine::Batch(b), Some(r)) => {
+                let slashings = decode_slashings(&b).map_err(|what| ClientRowsError::Slashing {
+                    path: path.to_path_buf(),
+                    line,
+                    what,
+                })?;
+                r.batches.push(batch_record(&b, &slashings));
+                r.slashings.push(slashings);
+                continue;
+            }
         };
-        let (mut attester, mut proposer) = (HashSet::new(), HashSet::new());
-        for item in found.split('|').filter(|s| !s.is_empty()) {
-            let (tag, rest) = item.split_at(1);
-            let bytes = hex::decode(rest).with_context(|| at_line(n))?;
-            let bad = |e: ssz::DecodeError| anyhow::anyhow!("{}: slashing SSZ: {e:?}", at_line(n));
-            match tag {
-                "A" => attester.insert(AttesterSlashing::from_ssz_bytes(&bytes).map_err(bad)?),
-                "P" => proposer.insert(ProposerSlashing::from_ssz_bytes(&bytes).map_err(bad)?),
-                _ => bail!("{}: slashing tag {tag:?}", at_line(n)),
-            };
-        }
-        let parse_u64 = |s: &str| s.parse::<u64>().with_context(|| at_line(n));
-        let parse_f64 = |s: &str| s.parse::<f64>().with_context(|| at_line(n));
-        ensure!(
-            parse_u64(a_count)? as usize == attester.len()
-                && parse_u64(p_count)? as usize == proposer.len(),
-            "{}: the slashing counts do not match the slashings listed",
-            at_line(n)
-        );
-        // Counted, digested and listed in canonical form, as the port's rows are.
-        let slashings = BatchSlashings::canonical(&attester, &proposer);
-        run.batches.push(BatchRecord {
-            index: parse_u64(index)?,
-            slot: parse_u64(slot)?,
-            current_epoch: parse_u64(epoch)?,
-            headers: parse_u64(headers)? as usize,
-            attestations: parse_u64(atts)? as usize,
-            wall_ms: parse_f64(wall)?,
-            process_ms: parse_f64(process)?,
-            prune_ms: parse_f64(prune)?,
-            attester_slashings: slashings.attester_count(),
-            proposer_slashings: slashings.proposer_count(),
-            slashings_digest: slashings.digest(),
-            ..BatchRecord::default()
+        run = Some(ClientRun {
+            settings,
+            batches: Vec::new(),
+            slashings: Vec::new(),
+            elapsed_s: None,
+            peak_rss_bytes: None,
         });
-        run.slashings.push(slashings);
     }
-    Ok(run)
+    run.ok_or_else(|| out_of_order(1, "no settings line (an empty file)"))
+}
+
+/// A batch's slashings, decoded and in canonical form, checked against its counts.
+fn decode_slashings(b: &ClientBatch) -> Result<BatchSlashings, String> {
+    let (mut attester, mut proposer) = (HashSet::new(), HashSet::new());
+    for item in &b.slashings {
+        let (tag, rest) = item.split_at(item.len().min(1));
+        let bytes = hex::decode(rest).map_err(|e| format!("slashing hex: {e}"))?;
+        let bad = |e: ssz::DecodeError| format!("slashing SSZ: {e:?}");
+        match tag {
+            "A" => attester.insert(AttesterSlashing::from_ssz_bytes(&bytes).map_err(bad)?),
+            "P" => proposer.insert(ProposerSlashing::from_ssz_bytes(&bytes).map_err(bad)?),
+            _ => return Err(format!("slashing tag {tag:?}")),
+        };
+    }
+    if b.attester_slashings != attester.len() || b.proposer_slashings != proposer.len() {
+        return Err("the slashing counts do not match the slashings listed".into());
+    }
+    // Counted, digested and listed in canonical form, as the port's rows are.
+    Ok(BatchSlashings::canonical(&attester, &proposer))
+}
+
+/// A client batch as a report record: what the runner measures, the rest left at 0.
+fn batch_record(b: &ClientBatch, slashings: &BatchSlashings) -> BatchRecord {
+    BatchRecord {
+        index: b.index,
+        slot: b.slot,
+        current_epoch: b.current_epoch,
+        headers: b.headers,
+        attestations: b.attestations,
+        wall_ms: b.wall_ms,
+        process_ms: b.process_ms,
+        prune_ms: b.prune_ms,
+        attester_slashings: slashings.attester_count(),
+        proposer_slashings: slashings.proposer_count(),
+        slashings_digest: slashings.digest(),
+        ..BatchRecord::default()
+    }
 }
 
 /// Opens a database with the port's adapter and returns its files (`filenames()`).
@@ -220,26 +287,26 @@ impl BackendVisitor for Files<'_> {
 /// `slasher-bench import-client`.
 ///
 /// # Errors
-/// Unreadable inputs, a CSV whose batches are not the fixture's, a database the port's adapter
+/// Unreadable inputs, rows whose batches are not the fixture's, a database the port's adapter
 /// cannot open, or an output directory that cannot be written.
 pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.csv)
-        .with_context(|| format!("reading {}", args.csv.display()))?;
-    let client = parse_client_csv(&text, &args.csv)?;
+    let text = std::fs::read_to_string(&args.rows)
+        .with_context(|| format!("reading {}", args.rows.display()))?;
+    let client = parse_client_rows(&text, &args.rows)?;
     let mut reader = FixtureReader::open(&args.fixture)
         .with_context(|| format!("opening {}", args.fixture.display()))?;
     let manifest = reader.manifest().clone();
     ensure!(
         !client.batches.is_empty(),
         "{}: the runner replayed no batch",
-        args.csv.display()
+        args.rows.display()
     );
     // The runner must have replayed this fixture's batches, in order, from the first.
     for b in &client.batches {
         let f = reader.next().transpose()?.with_context(|| {
             format!(
                 "{}: batch {} is past the end of {}",
-                args.csv.display(),
+                args.rows.display(),
                 b.index,
                 args.fixture.display()
             )
@@ -247,7 +314,7 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         ensure!(
             (b.index, b.slot, b.current_epoch) == (f.index, f.slot, f.current_epoch),
             "{}: batch {} (slot {}, epoch {}) is not batch {} of {} (slot {}, epoch {})",
-            args.csv.display(),
+            args.rows.display(),
             b.index,
             b.slot,
             b.current_epoch,
@@ -261,7 +328,7 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         .settings
         .backend
         .parse()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.csv.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.rows.display()))?;
     // Opening an empty directory would create a database rather than measure one.
     let entries = std::fs::read_dir(&args.db_dir)
         .with_context(|| format!("reading {}", args.db_dir.display()))?;
@@ -387,36 +454,105 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    const CSV: &str = "# butter_replay lighthouse=2e0eb6d1b8 backend=lmdb history=256 chunk=16 \
-                       validator_chunk=256 batches=2\n\
-                       index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
-                       attester_slashings,proposer_slashings,slashings\n\
-                       0,32,1,1,10,12.5,12.0,0.5,0,0,\n\
-                       1,33,1,1,10,2.5,2.0,0.5,0,0,\n\
-                       # end batches=2 elapsed_s=1.250 peak_rss_bytes=4096\n";
+    /// What integration/lighthouse/replay.rs writes (serde_json's `json!` objects, printed
+    /// with sorted keys unless serde_json's `preserve_order` is on; the order does not matter
+    /// here), written out by hand.
+    const ROWS: &str = concat!(
+        r#"{"backend":"lmdb","batches":2,"chunk":16,"history":256,"kind":"settings","lighthouse":"2e0eb6d1b8","validator_chunk":256}"#,
+        "\n",
+        r#"{"attestations":10,"attester_slashings":0,"current_epoch":1,"headers":1,"index":0,"kind":"batch","process_ms":12.0,"proposer_slashings":0,"prune_ms":0.5,"slashings":[],"slot":32,"wall_ms":12.5}"#,
+        "\n",
+        r#"{"attestations":10,"attester_slashings":0,"current_epoch":1,"headers":1,"index":1,"kind":"batch","process_ms":2.0,"proposer_slashings":0,"prune_ms":0.5,"slashings":[],"slot":33,"wall_ms":2.5}"#,
+        "\n",
+        r#"{"batches":2,"elapsed_s":1.25,"kind":"end","peak_rss_bytes":4096}"#,
+        "\n",
+    );
+
+    /// `ROWS` with the first batch's slashing fields replaced.
+    fn with_slashings(list: &[String], attester: usize, proposer: usize) -> String {
+        ROWS.replacen(
+            r#""attester_slashings":0,"current_epoch":1,"headers":1,"index":0,"kind":"batch","process_ms":12.0,"proposer_slashings":0,"prune_ms":0.5,"slashings":[]"#,
+            &format!(
+                r#""attester_slashings":{attester},"current_epoch":1,"headers":1,"index":0,"kind":"batch","process_ms":12.0,"proposer_slashings":{proposer},"prune_ms":0.5,"slashings":{}"#,
+                serde_json::to_string(list).unwrap()
+            ),
+            1,
+        )
+    }
+
+    fn line_of(err: ClientRowsError) -> usize {
+        match err {
+            ClientRowsError::Malformed { line, .. }
+            | ClientRowsError::OutOfOrder { line, .. }
+            | ClientRowsError::Slashing { line, .. } => line,
+        }
+    }
 
     #[test]
-    fn the_runner_csv_is_parsed_and_checked() {
-        let path = Path::new("x.csv");
-        let run = parse_client_csv(CSV, path).expect("parses");
+    fn the_runner_rows_are_parsed_and_checked() {
+        let path = Path::new("x.jsonl");
+        let run = parse_client_rows(ROWS, path).expect("parses");
         assert_eq!(run.settings.backend, "lmdb");
         assert_eq!(run.settings.history, 256);
         assert_eq!(run.settings.lighthouse, "2e0eb6d1b8");
         assert_eq!(run.batches.len(), 2);
         assert_eq!(run.batches[1].wall_ms, 2.5);
+        assert_eq!(run.batches[1].slot, 33);
         assert_eq!(run.batches[0].slashings_digest, None);
         assert_eq!(run.elapsed_s, Some(1.25));
         assert_eq!(run.peak_rss_bytes, Some(4096));
 
         // Without its end line the run counts as unfinished.
-        let cut = CSV.rsplit_once("# end").expect("end line").0;
-        assert_eq!(parse_client_csv(cut, path).expect("parses").elapsed_s, None);
-        // A CSV of something else, bad hex, bad SSZ, a count that does not match the list.
-        assert!(parse_client_csv("index,slot\n", path).is_err());
-        let with = |s: &str| CSV.replace("0,0,\n1,33", &format!("0,1,{s}\n1,33"));
-        assert!(parse_client_csv(&with("Pzz"), path).is_err());
-        assert!(parse_client_csv(&with("P0a0b"), path).is_err());
-        assert!(parse_client_csv(&CSV.replace("0.5,0,0,\n1", "0.5,0,1,\n1"), path).is_err());
+        let cut = ROWS.rsplit_once(r#"{"batches":2"#).expect("end line").0;
+        assert_eq!(
+            parse_client_rows(cut, path).expect("parses").elapsed_s,
+            None
+        );
+    }
+
+    #[test]
+    fn a_malformed_line_is_refused_with_its_number() {
+        let path = Path::new("x.jsonl");
+        let lines: Vec<&str> = ROWS.lines().collect();
+        // The old CSV's first line, a cut line, a renamed field, a string for a number.
+        for (bad, at) in [
+            ("# butter_replay lighthouse=x backend=lmdb".to_string(), 1),
+            (ROWS.replacen(lines[2], &lines[2][..40], 1), 3),
+            (ROWS.replacen("\"wall_ms\":2.5", "\"wall\":2.5", 1), 3),
+            (ROWS.replacen("\"slot\":32", "\"slot\":\"32\"", 1), 2),
+        ] {
+            let err = parse_client_rows(&bad, path).unwrap_err();
+            assert!(
+                matches!(err, ClientRowsError::Malformed { line, .. } if line == at),
+                "{bad}: {err}"
+            );
+            assert!(
+                err.to_string().contains(&format!("x.jsonl line {at}:")),
+                "{err}"
+            );
+        }
+        // Lines out of order.
+        let no_settings = lines[1..].join("\n");
+        assert_eq!(
+            line_of(parse_client_rows(&no_settings, path).unwrap_err()),
+            1
+        );
+        let after_end = format!("{ROWS}{}\n", lines[1]);
+        assert_eq!(line_of(parse_client_rows(&after_end, path).unwrap_err()), 5);
+        assert!(parse_client_rows("", path).is_err());
+        // Bad hex, bad SSZ, a count that does not match the list.
+        for bad in [
+            with_slashings(&["Pzz".into()], 0, 1),
+            with_slashings(&["P0a0b".into()], 0, 1),
+            with_slashings(&[], 1, 0),
+            with_slashings(&["X00".into()], 0, 1),
+        ] {
+            let err = parse_client_rows(&bad, path).unwrap_err();
+            assert!(
+                matches!(err, ClientRowsError::Slashing { line: 2, .. }),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -424,8 +560,8 @@ mod tests {
         // A proposer slashing is two fixed-size signed headers: any 416 bytes decode.
         let bytes: Vec<u8> = (0..416u32).map(|i| (i % 251) as u8).collect();
         let slashing = ProposerSlashing::from_ssz_bytes(&bytes).expect("decodes");
-        let text = CSV.replace("0,0,\n1,33", &format!("0,1,P{}\n1,33", hex::encode(&bytes)));
-        let run = parse_client_csv(&text, Path::new("x.csv")).expect("parses");
+        let text = with_slashings(&[format!("P{}", hex::encode(&bytes))], 0, 1);
+        let run = parse_client_rows(&text, Path::new("x.jsonl")).expect("parses");
         let port = BatchSlashings::canonical(&HashSet::new(), &HashSet::from([slashing])).digest();
         assert!(port.is_some());
         assert_eq!(run.batches[0].slashings_digest, port);
@@ -434,13 +570,16 @@ mod tests {
         // Lighthouse may store either header first: the runner's other order gets the same
         // digest, and listing both orders counts one slashing.
         let swapped = [&bytes[208..], &bytes[..208]].concat();
-        let line =
-            |found: &str, n: usize| CSV.replace("0,0,\n1,33", &format!("0,{n},{found}\n1,33"));
         let other = format!("P{}", hex::encode(&swapped));
-        let run = parse_client_csv(&line(&other, 1), Path::new("x.csv")).expect("parses");
+        let run = parse_client_rows(
+            &with_slashings(std::slice::from_ref(&other), 0, 1),
+            Path::new("x.jsonl"),
+        )
+        .expect("parses");
         assert_eq!(run.batches[0].slashings_digest, port);
-        let both = format!("P{}|{other}", hex::encode(&bytes));
-        let run = parse_client_csv(&line(&both, 2), Path::new("x.csv")).expect("parses");
+        let both = [format!("P{}", hex::encode(&bytes)), other];
+        let run =
+            parse_client_rows(&with_slashings(&both, 0, 2), Path::new("x.jsonl")).expect("parses");
         assert_eq!(run.batches[0].slashings_digest, port);
         assert_eq!(run.batches[0].proposer_slashings, 1);
     }
