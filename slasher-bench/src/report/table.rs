@@ -1,4 +1,4 @@
-//! What the report's tables share (render.rs and scale.rs): the phases of a replay and a row's
+//! What the report's tables share (render/ and scale.rs): the phases of a replay and a row's
 //! times in each, the LMDB row a row is compared with, a row's batches in a phase, and the ratio
 //! and MiB cells.
 
