@@ -11,7 +11,7 @@
 // queue the batch's block headers and indexed attestations, then time `process_queued(epoch)`
 // and `prune_database(epoch)`, and harvest the slashings found. It writes JSON lines (serde_json,
 // a dev-dependency patch.py gives the slasher crate) that `slasher-bench import-client` turns
-// into a report row (`lighthouse:<backend>@<fs>`); slasher-bench/src/client.rs parses them
+// into a report row (`lighthouse:<backend>@<fs>`); slasher-bench/src/replay/client.rs parses them
 // with one serde struct per kind of line, and refuses unknown fields:
 //   {"kind":"settings","lighthouse":REV,"backend":B,"history":H,"chunk":C,
 //    "validator_chunk":K,"batches":N}
@@ -23,7 +23,7 @@
 // its SSZ bytes in hex, sorted; REV is the Lighthouse commit the script built
 // (BUTTER_LIGHTHOUSE_REV at build time) and R the process's VmHWM.
 //
-// The fixture format is the project's (slasher-bench/src/fixture/format.rs): a 32-byte header,
+// The fixture format is the project's (slasher-bench/src/fixtures/file/format.rs): a 32-byte header,
 // a JSON manifest (skipped here), then per batch a 16-byte record header and a zlib payload
 // holding SSZ `SignedBeaconBlockHeader`s and `IndexedAttestation`s. Record CRCs are
 // checked; the manifest's whole-file digest is left to `slasher-bench inspect`.

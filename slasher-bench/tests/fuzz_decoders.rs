@@ -25,11 +25,11 @@ use sha2::{Digest, Sha256};
 use slasher_adapters::slasher::types::{
     AttestationData, BeaconBlockHeader, Checkpoint, IndexedAttestation, SignedBeaconBlockHeader,
 };
-use slasher_bench::beacon_api::{
+use slasher_bench::fixtures::beacon_api::{
     self, ApiAttestation, ApiAttestationShape, AttestationsResponse, HeaderResponse,
 };
-use slasher_bench::fixture::format::{FILE_HEADER_LEN, RECORD_HEADER_LEN};
-use slasher_bench::fixture::{
+use slasher_bench::fixtures::file::format::{FILE_HEADER_LEN, RECORD_HEADER_LEN};
+use slasher_bench::fixtures::file::{
     Batch, CommitteeAssignment, FixtureDescription, FixtureReader, FixtureWriter, Provenance,
     SlasherConfigHint, SourceKind,
 };
@@ -570,7 +570,7 @@ fn fixture_fields(b: &[u8]) -> Vec<(usize, usize)> {
 }
 
 /// Open `path` and read every batch; the first error.
-fn read_fixture(path: &Path) -> Result<u64, slasher_bench::fixture::FixtureError> {
+fn read_fixture(path: &Path) -> Result<u64, slasher_bench::fixtures::file::FixtureError> {
     let reader = FixtureReader::open(path)?;
     let mut batches = 0;
     for batch in reader {
@@ -685,7 +685,7 @@ fn fuzz_regression_fixture_raw_length_1_gib() {
     let err = read_fixture(&path).expect_err("a 1 GiB claim over a few bytes");
     let grew_mib = peak_vm_kib().saturating_sub(vm_before) / 1024;
     assert!(
-        matches!(&err, slasher_bench::fixture::FixtureError::Corrupted { reason, .. }
+        matches!(&err, slasher_bench::fixtures::file::FixtureError::Corrupted { reason, .. }
             if reason.contains("record header says 1073741824")),
         "{err}"
     );

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 use slasher_adapters::DatabaseDirGuard;
-use slasher_bench::fixture::{FixtureReader, FixtureWriter};
+use slasher_bench::fixtures::file::{FixtureReader, FixtureWriter};
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -703,12 +703,13 @@ fn finding7_inflated_input_is_capped() {
     gz.finish().unwrap();
     fs::copy(sample_file("headers", 4699968), hdr.join("4699968.json.gz")).unwrap();
 
-    let err = slasher_bench::beacon_api::read_body(&bomb).expect_err("the bomb was inflated");
+    let err =
+        slasher_bench::fixtures::beacon_api::read_body(&bomb).expect_err("the bomb was inflated");
     assert!(
         matches!(
             err,
-            slasher_bench::beacon_api::ApiFileError::TooLarge { ref path, limit }
-                if path == &bomb && limit == slasher_bench::beacon_api::MAX_INFLATED_BYTES
+            slasher_bench::fixtures::beacon_api::ApiFileError::TooLarge { ref path, limit }
+                if path == &bomb && limit == slasher_bench::fixtures::beacon_api::MAX_INFLATED_BYTES
         ),
         "not the typed size error: {err:?}"
     );
@@ -1080,7 +1081,7 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
     );
     fs::remove_file(&db).unwrap();
     fs::remove_dir(&mine).unwrap();
-    slasher_bench::clean::remove_db_dir(&victim).expect("cleanup");
+    slasher_bench::system::clean::remove_db_dir(&victim).expect("cleanup");
 }
 
 /// Hole 2: user B plants `report.md` in A's sticky, world-writable --out as a symlink to a
@@ -1172,7 +1173,7 @@ fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
     let db = shared.join("slasher-bench-butter-1-1");
-    slasher_bench::clean::create_db_dir(&db, slasher_adapters::DatabaseBackend::Butter)
+    slasher_bench::system::clean::create_db_dir(&db, slasher_adapters::DatabaseBackend::Butter)
         .expect("the run's database directory");
     let handle = fs::File::open(&db).expect("a handle on it");
     rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty()).unwrap();
@@ -1218,7 +1219,7 @@ fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
         "the database is not in the directory the child was handed: {made:?}"
     );
     fs::remove_file(&db).unwrap();
-    let _ = slasher_bench::clean::remove_db_dir(&moved);
+    let _ = slasher_bench::system::clean::remove_db_dir(&moved);
 }
 
 /// Issue 57, item 2: user B, who can write A's sticky --out, keeps planting

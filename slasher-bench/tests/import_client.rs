@@ -14,7 +14,7 @@ use slasher_adapters::slasher::{
     BeaconBlockHeader, Hash256, ProposerSlashing, SignedBeaconBlockHeader,
 };
 use slasher_adapters::DatabaseDirGuard;
-use slasher_bench::generate::{generate, GenerateOptions};
+use slasher_bench::fixtures::generate::{generate, GenerateOptions};
 use ssz::Encode;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -6,19 +6,19 @@ use super::partial::{batches_name, BatchStream};
 use super::run_info::{durability_name, slasher_config};
 use super::settings::SlasherSettings;
 use super::summary::{check_expected, expected_within, summarise, BatchSlashings};
-use crate::clean::DbDir;
-use crate::environment::FsInfo;
-use crate::fill::RegularChain;
-use crate::fixture::{FixtureReader, Manifest};
-use crate::interrupt::Interrupt;
-use crate::measure::{
-    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
-    fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
-};
-use crate::outdir::OutDir;
+use crate::fixtures::file::{FixtureReader, Manifest};
+use crate::replay::fill::RegularChain;
 use crate::report::{
     BackendResult, BatchMerges, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
 };
+use crate::system::clean::DbDir;
+use crate::system::environment::FsInfo;
+use crate::system::interrupt::Interrupt;
+use crate::system::measure::{
+    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
+    fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
+};
+use crate::system::outdir::OutDir;
 use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use slasher_adapters::slasher::{Config, Slasher};
@@ -61,7 +61,7 @@ impl ChildJob<'_> {
 
 /// The database directory the parent made, reached through the descriptor it handed down
 /// (`--db-dir-fd`), and a [`DbDir`] for removing it, which refuses
-/// ([`crate::clean::DbReplaced`]) if the name no longer leads to that directory (another user
+/// ([`crate::system::clean::DbReplaced`]) if the name no longer leads to that directory (another user
 /// swapped it). Without a descriptor (a child started by hand) the path is taken once.
 fn inherited_db_dir(args: &ReplayArgs) -> anyhow::Result<(DbDir, std::os::fd::OwnedFd)> {
     let path = Path::new(&args.db_dir);
@@ -349,7 +349,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
 }
 
 /// Fill the new database with `epochs` epochs of a regular chain over the fixture's
-/// validators that ends at the fixture's first epoch (`crate::fill`), then sync the filesystem
+/// validators that ends at the fixture's first epoch (`crate::replay::fill`), then sync the filesystem
 /// so that the fill's write-back does not land in the measured batches, and reset the peak RSS
 /// so that it is the batches'.
 fn fill_database<E: Environment>(
@@ -366,11 +366,11 @@ fn fill_database<E: Environment>(
         manifest.description.validator_count,
         first_epoch,
         epochs,
-        crate::fill::DEFAULT_SEED,
+        crate::replay::fill::DEFAULT_SEED,
     )?;
     let t = Instant::now();
     let bar = fill_bar(progress, &opened.name);
-    let report = crate::fill::fill(&opened.slasher, &chain, &mut |pass, done, total| {
+    let report = crate::replay::fill::fill(&opened.slasher, &chain, &mut |pass, done, total| {
         bar.set_length(total);
         bar.set_position(done);
         bar.set_message(format!("fill pass {pass} of 3"));

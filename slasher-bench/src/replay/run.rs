@@ -5,12 +5,12 @@ use super::child::run_child;
 use super::dirs::{parse_backends, parse_db_dirs, prepare_dirs, Plan};
 use super::partial::{batches_name, partial_row_of, OomWatch};
 use super::run_info::{durability_name, measurement_notes, print_header, slasher_config};
-use crate::clean::{db_name, DbDir, DbReplaced};
-use crate::environment::{Build, Machine};
-use crate::fixture::FixtureReader;
-use crate::interrupt::Interrupt;
-use crate::outdir::OutDir;
+use crate::fixtures::file::FixtureReader;
 use crate::report::{self, BackendResult, Failure, FixtureInfo, Report, Run, SlasherConfigInfo};
+use crate::system::clean::{db_name, DbDir, DbReplaced};
+use crate::system::environment::{Build, Machine};
+use crate::system::interrupt::Interrupt;
+use crate::system::outdir::OutDir;
 use anyhow::{anyhow, bail, Context};
 use std::os::fd::AsRawFd as _;
 use std::os::unix::process::CommandExt as _;
@@ -47,7 +47,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
                     }
                 }
                 _ => {
-                    let _ = crate::outdir::write_file(&error_file(result), text);
+                    let _ = crate::system::outdir::write_file(&error_file(result), text);
                 }
             }
         }
@@ -337,8 +337,10 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         }
         let db_dir = DbDir::create(&db, plan.backend)
             .with_context(|| format!("creating the database directory {}", db.display()))?;
-        let result_name =
-            crate::outdir::unpredictable_name(&format!(".child-{}-", plan.backend), ".json");
+        let result_name = crate::system::outdir::unpredictable_name(
+            &format!(".child-{}-", plan.backend),
+            ".json",
+        );
         eprintln!("== {} in {}", plan.backend, db.display());
         let outcome = run_backend_child(
             exe,

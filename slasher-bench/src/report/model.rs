@@ -1,7 +1,7 @@
 //! The report's JSON schema: [`Report`] and everything it holds, as `report.json` stores it.
 
-use crate::environment::{Build, FsInfo, Machine};
-use crate::measure::ProcIo;
+use crate::system::environment::{Build, FsInfo, Machine};
+use crate::system::measure::ProcIo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -78,7 +78,7 @@ impl FixtureInfo {
     /// The manifest cannot be turned into JSON.
     pub fn new(
         path: &Path,
-        manifest: &crate::fixture::Manifest,
+        manifest: &crate::fixtures::file::Manifest,
         batch_count: u64,
         batches_replayed: u64,
     ) -> serde_json::Result<Self> {
@@ -560,5 +560,5 @@ pub struct FillSummary {
     /// Seconds of the `sync` after it.
     pub sync_seconds: f64,
     /// What it wrote.
-    pub report: crate::fill::FillReport,
+    pub report: crate::replay::fill::FillReport,
 }

@@ -3,7 +3,7 @@
 //! and MiB cells.
 
 use super::model::{BackendResult, BatchRecord};
-use crate::measure::Summary;
+use crate::system::measure::Summary;
 
 /// The LMDB row a row is compared with: LMDB replayed by the same slasher (the port, or the
 /// same client) on the same filesystem if present in the group, else on any filesystem.

@@ -28,14 +28,14 @@ use std::path::{Path, PathBuf};
 
 /// Write `report.json`, `batches.csv`, `report.md` and the SVG charts into `out` (created if
 /// missing). Each file is written new and renamed into place through a handle on `out`
-/// ([`crate::outdir::OutDir`]), which must be the user's own and not writable by others
+/// ([`crate::system::outdir::OutDir`]), which must be the user's own and not writable by others
 /// without the sticky bit. Returns the files written.
 ///
 /// # Errors
 /// `out` is refused; I/O and chart-drawing errors.
 pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let dir = crate::outdir::OutDir::open(out)?;
+    let dir = crate::system::outdir::OutDir::open(out)?;
     let mut written = vec![
         dir.write("report.json", &render_json(report)?)?,
         dir.write("batches.csv", render_csv(report).as_bytes())?,

@@ -2,9 +2,9 @@
 //! client pairs, the soak) and the figures behind them.
 
 use super::*;
-use crate::measure::Summary;
 use crate::report::model::{BackendResult, BatchRecord, CommitParts};
 use crate::report::table::{baseline, mib, phase_batches, phase_times, ratio, Phase, PhaseTimes};
+use crate::system::measure::Summary;
 use std::fmt::Write as _;
 
 /// Whether the row timed its storage calls (client rows and older reports did not).

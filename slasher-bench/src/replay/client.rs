@@ -27,14 +27,14 @@ use slasher_adapters::slasher::{AttesterSlashing, ProposerSlashing};
 use slasher_adapters::{with_backend, BackendConfig, BackendVisitor, DatabaseBackend, Environment};
 use ssz::Decode;
 
-use crate::environment::{probe_fs, Build, Machine};
-use crate::fixture::FixtureReader;
-use crate::measure::{files_size, Summary};
+use crate::fixtures::file::FixtureReader;
 use crate::replay::{check_expected, expected_within, summarise, BatchSlashings, SECONDS_PER_SLOT};
 use crate::report::{
     self, BackendResult, BatchRecord, FixtureInfo, Report, Run, SlasherConfigInfo, SlashingsFound,
     REPORT_SCHEMA,
 };
+use crate::system::environment::{probe_fs, Build, Machine};
+use crate::system::measure::{files_size, Summary};
 
 /// Arguments of `slasher-bench import-client`.
 #[derive(Debug, Args)]
