@@ -127,14 +127,18 @@ fn butter_cache_size_comes_from_the_backend_config() {
     let Some(base) = butter_test_support::btrfs_base("butter cache size") else {
         return;
     };
-    let dir = tempfile::Builder::new()
-        .prefix("cache-size-")
-        .tempdir_in(base)
-        .expect("temp dir on btrfs");
+    // Removed with its read-only snapshots, which a plain temporary directory would leave.
+    let guard = slasher_adapters::cleanup::DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("cache-size-")
+            .tempdir_in(base)
+            .expect("temp dir on btrfs")
+            .keep(),
+    );
     for bytes in [3 << 20, 5 << 20] {
         let config = BackendConfig {
             butter_cache_bytes: Some(bytes),
-            ..BackendConfig::new(dir.path())
+            ..BackendConfig::new(guard.path())
         };
         let env = butter::Environment::open(&config).expect("open");
         assert_eq!(env.env().block_cache_bytes(), bytes);
