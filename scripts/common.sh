@@ -27,6 +27,35 @@ fs_of() {
 
 is_mounted() { grep -qF " $1 " /proc/mounts; }
 
+# unprivileged_reach PATH...: fails, naming the first directory on the way to one of the PATHs
+# (or to its nearest existing parent) that uid 65534 cannot enter, and what to do about it.
+# scripts/test.sh runs built binaries (the target directory) and reads the repository's
+# fixtures as that user; a clone in root's home (mode 0700) is out of its reach.
+unprivileged_reach() {
+    local path dir part parts
+    for path in "$@"; do
+        while [[ ! -e $path ]]; do path=$(dirname -- "$path"); done
+        path=$(realpath -- "$path")
+        [[ -d $path ]] || path=$(dirname -- "$path")
+        dir=""
+        IFS=/ read -ra parts <<<"${path#/}"
+        for part in "" "${parts[@]}"; do
+            dir=${dir%/}/$part
+            setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$dir" && continue
+            printf '[%s] ERROR: uid 65534 cannot enter %s (mode %s, owner %s), on the way to %s.
+' \
+                "$LOG_TAG" "$dir" "$(stat -c %a -- "$dir")" "$(stat -c %U -- "$dir")" "$path" >&2
+            printf '[%s] The tests run built binaries and read fixtures as that user. Either clone
+' "$LOG_TAG" >&2
+            printf '[%s] the repository where others can enter (e.g. under /srv or /var/tmp), or give
+' "$LOG_TAG" >&2
+            printf '[%s] others the search bit alone (they still cannot list it): chmod o+x %s
+' "$LOG_TAG" "$dir" >&2
+            return 1
+        done
+    done
+}
+
 # Makes cargo reachable under `sudo`, which resets PATH to the system's.
 find_cargo() {
     command -v cargo >/dev/null && return 0
