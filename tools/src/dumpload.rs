@@ -286,7 +286,7 @@ pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
 
 /// Opens the directory that will hold a new database (following symlinks in `path`, which is
 /// the caller's), once.
-fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
+pub(crate) fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
     rustix::fs::open(
         path,
@@ -303,7 +303,7 @@ fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
 /// Refuses (`SharedDirectory`, nothing created) a new database directory whose parent users
 /// other than the caller and root can write (unless it is sticky): they could swap the new
 /// directory while the database is built in it.
-fn refuse_shared_parent(parent: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
+pub(crate) fn refuse_shared_parent(parent: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
     match butter_db::admin::shared_reason(parent) {
         Ok(Some(reason)) => Err(ToolError::Engine(butter_db::Error::SharedDirectory {
             path: path.to_path_buf(),

@@ -163,6 +163,16 @@ fn backup_and_restore_refuse_a_dest_another_user_can_write() {
             &butter(&["backup", path(&db), path(&new)]),
             &format!("backup into {}", new.display()),
         );
+        // The plain copy too, into DEST or a new DEST below it (before, it made `copy` there
+        // and looked it up again by name, so the other user could swap it for a symlink).
+        assert_refused(
+            &butter(&["backup", "--plain", path(&db), path(dest)]),
+            &format!("plain backup into {}", dest.display()),
+        );
+        assert_refused(
+            &butter(&["backup", "--plain", path(&db), path(&new)]),
+            &format!("plain backup into {}", new.display()),
+        );
     }
     // `load` makes a new database directory: not in a directory the other user can write.
     assert_refused(
@@ -186,6 +196,8 @@ fn backup_and_restore_refuse_a_dest_another_user_can_write() {
     std::fs::create_dir(&sticky).unwrap();
     chmod(&sticky, 0o1777);
     let o = butter(&["backup", path(&db), path(&sticky)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = butter(&["backup", "--plain", path(&db), path(&sticky.join("plain"))]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
