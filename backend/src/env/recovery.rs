@@ -49,12 +49,10 @@ impl Env {
         // judged by what its writer is in the middle of. A missing one is created only once
         // the directory has passed every check: a refused open creates nothing (the checks
         // are made again under the lock, which decides).
-        let lock = if root::check_kind(&root.join(LOCK_FILE), Kind::File)? {
-            lock_root(&*fs, &root, file_mode)?
-        } else {
+        if !root::check_kind(&root.join(LOCK_FILE), Kind::File)? {
             check_contents(&root, &live)?;
-            lock_root(&*fs, &root, file_mode)?
-        };
+        }
+        let lock = lock_root(&*fs, &root, file_mode)?;
         let (scan, id) = check_root(&*fs, &root, &live, file_mode)?;
         let mut gens = scan.generations;
         if gens.is_empty() {
