@@ -296,15 +296,11 @@ impl DestDir {
     /// path again.
     fn claim(path: &Path) -> Result<DestDir> {
         use std::os::fd::{AsFd, AsRawFd};
-        let (parent_path, name) = match (path.parent(), path.file_name()) {
-            (Some(p), Some(n)) if !p.as_os_str().is_empty() => (p, n),
-            (_, Some(n)) => (Path::new("."), n),
-            _ => {
-                return Err(ToolError::PlainDestination(format!(
-                    "cannot copy into {}: name a directory; nothing was changed",
-                    path.display()
-                )))
-            }
+        let Some((parent_path, name)) = crate::dumpload::parent_and_name(path) else {
+            return Err(ToolError::PlainDestination(format!(
+                "cannot copy into {}: name a directory; nothing was changed",
+                path.display()
+            )));
         };
         let parent = crate::dumpload::open_parent(parent_path)?;
         let created_dir = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
@@ -312,11 +308,7 @@ impl DestDir {
             Err(rustix::io::Errno::EXIST) => false,
             Err(e) => return Err(io_err("create directory", path, e)),
         };
-        let opened = butter_db::fs::open_dir_at(parent.as_fd(), name).and_then(|fd| {
-            let id = butter_db::fs::FileId::of(fd.as_fd())?;
-            Ok((fd, id))
-        });
-        let (fd, id) = match opened {
+        let (fd, id) = match crate::dumpload::open_dir_with_id(parent.as_fd(), name) {
             Ok(opened) => opened,
             // Made here and gone or replaced since: left alone. Not a directory: refused.
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
