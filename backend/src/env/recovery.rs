@@ -12,10 +12,11 @@ use std::time::Instant;
 use nix::fcntl::{Flock, FlockArg};
 use parking_lot::{Mutex, RwLock};
 
+use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::manifest::Manifest;
-use crate::memory;
+use crate::memory::{self, MemoryCgroup};
 use crate::root::{
     self, gen_name, DbId, Kind, RootScan, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR,
     LOCK_FILE,
@@ -76,6 +77,11 @@ impl Env {
             .unwrap_or_else(|| memory::default_memtable_bytes(available));
         let cache = Arc::new(BlockCache::new(cache_bytes));
         let tables = open_tables(&manifest, &live, &newest_dir, &cache)?;
+        let cgroup = b
+            .memory_cgroup
+            .clone()
+            .unwrap_or_else(MemoryCgroup::of_self);
+        let budget = Budget::new(cache.clone(), cache_bytes as u64, memtable_bytes, cgroup);
         let version = Version {
             generation: newest,
             tables,
@@ -90,7 +96,7 @@ impl Env {
             merge_dir,
             fs,
             cache,
-            memtable_bytes,
+            budget,
             merges: Settings {
                 mode: b.merges,
                 partition_bytes: b.merge_sizes.0,
