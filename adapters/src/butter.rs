@@ -37,14 +37,17 @@ pub struct Environment {
 /// Every commit's `CommitInfo`, summed, and its peaks since they were last taken: the
 /// [`EngineStats`] of a butter_db environment.
 #[derive(Debug, Default)]
-pub struct CommitStats(Mutex<(CommitTotals, CommitPeaks)>);
+pub struct CommitStats(Mutex<(CommitTotals, CommitPeaks, MemoryFigures)>);
+
+/// The engine's memory accounting after the last commit, by name ([`EngineStats::memory`]).
+type MemoryFigures = Vec<(&'static str, u64)>;
 
 impl CommitStats {
     /// Takes in one commit. The named parts of its time go to the report by name: a new part
     /// of `CommitInfo` is one more line here.
     fn record(&self, info: &butter_db::CommitInfo) {
         let us = Duration::from_micros;
-        let (totals, peaks) = &mut *self.0.lock();
+        let (totals, peaks, memory) = &mut *self.0.lock();
         totals.commits += 1;
         totals.add_part("build", us(info.build_us));
         totals.add_part("file", us(info.file_us));
@@ -60,6 +63,17 @@ impl CommitStats {
             info.largest_merge_table_bytes,
             info.bytes_written,
         );
+        let m = &info.memory;
+        *memory = vec![
+            ("budget", m.budget_bytes),
+            ("cache", m.cache_bytes),
+            ("cache_room", m.cache_room_bytes),
+            ("indexes", m.index_bytes),
+            ("txn_peak", info.txn_peak_memory_bytes),
+            ("txn_budget", m.memtable_budget_bytes),
+            ("pressure_level", u64::from(m.pressure_level)),
+            ("cgroup_anon", m.cgroup_anon_bytes.unwrap_or(0)),
+        ];
     }
 }
 
@@ -70,6 +84,10 @@ impl EngineStats for CommitStats {
 
     fn take_commit_peaks(&self) -> CommitPeaks {
         std::mem::take(&mut self.0.lock().1)
+    }
+
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        self.0.lock().2.clone()
     }
 }
 

@@ -20,6 +20,14 @@ pub trait EngineStats: Send + Sync + Debug {
     /// open). Each call starts a new span, so a caller takes one before and one after what it
     /// measures.
     fn take_commit_peaks(&self) -> CommitPeaks;
+
+    /// The engine's own accounting of its memory after the last commit, as named byte counts
+    /// and levels (lowercase, `_` between words) in the engine's order; empty for an engine
+    /// that keeps none. A caller shows them by name, so a new figure is one more name where
+    /// the engine's adapter fills them in.
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// A backend's commits, summed over every commit since the environment was opened. Whatever a

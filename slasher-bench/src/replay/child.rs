@@ -661,6 +661,12 @@ fn process_batch<E: Environment>(
         slashings_digest: slashings.digest(),
         commit_parts: totals.as_ref().map(|(totals, _)| commit_parts(totals)),
         merges,
+        engine_memory: engine.map_or_else(Vec::new, |e| {
+            e.memory()
+                .into_iter()
+                .map(|(name, v)| (name.to_string(), v))
+                .collect()
+        }),
     })
 }
 

@@ -299,6 +299,11 @@ pub struct BatchRecord {
     /// reports it (butter_db); `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merges: Option<BatchMerges>,
+    /// The engine's own memory accounting after the batch's last commit, by the engine's names
+    /// (`slasher_adapters::EngineStats::memory`): bytes, and levels for names ending in
+    /// `level`. Empty for a backend that keeps none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engine_memory: Vec<(String, u64)>,
 }
 
 /// The writes of a batch's commits (`slasher_adapters::CommitTotals` and `CommitPeaks` over

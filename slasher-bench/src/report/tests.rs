@@ -2,7 +2,7 @@
 
 use super::render::{
     phase_clock, phase_commits, render_client_pairs, render_clock, render_commit_parts, render_cpu,
-    render_csv, render_markdown, render_merges, render_phases, render_soak,
+    render_csv, render_engine_memory, render_markdown, render_merges, render_phases, render_soak,
 };
 use super::table::{baseline, ratio};
 use super::*;
@@ -719,4 +719,38 @@ fn rows_without_batches_pass_no_gate() {
         "{md}"
     );
     assert!(!md.contains("found the same slashings"), "{md}");
+}
+
+#[test]
+fn engine_memory_shows_each_figures_largest_over_the_batches() {
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 90.0, 40.0), (1, 80.0, 30.0)],
+    );
+    let figures = |cache: u64, level: u64| {
+        vec![
+            ("cache".to_string(), cache),
+            ("pressure_level".to_string(), level),
+        ]
+    };
+    butter.batches[0].engine_memory = figures(6 << 20, 2);
+    butter.batches[1].engine_memory = figures(3 << 19, 0);
+    let mut s = String::new();
+    render_engine_memory(&mut s, &butter);
+    assert!(
+        s.contains("`butter@btrfs`'s own memory accounting, the largest after any batch: cache 6.0 MiB, pressure_level 2"),
+        "{s}"
+    );
+    // The figures travel in the report's JSON.
+    let json = serde_json::to_string(&butter.batches[0]).unwrap();
+    let back: BatchRecord = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.engine_memory, butter.batches[0].engine_memory);
+    // A row without them gets no line.
+    for b in &mut butter.batches {
+        b.engine_memory.clear();
+    }
+    let mut s = String::new();
+    render_engine_memory(&mut s, &butter);
+    assert!(s.is_empty(), "{s}");
 }

@@ -308,6 +308,7 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
     }
     for r in &run.backends {
         render_merges(s, r);
+        render_engine_memory(s, r);
     }
     for failure in &run.failures {
         let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
@@ -319,6 +320,34 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
         }
     }
     s.push('\n');
+}
+
+/// One line on a row's own memory accounting, for a backend that keeps one: each figure's
+/// largest value after any batch, by the engine's names (bytes in MiB; levels as they are).
+pub(crate) fn render_engine_memory(s: &mut String, r: &BackendResult) {
+    let mut largest: Vec<(&str, u64)> = Vec::new();
+    for (name, v) in r.batches.iter().flat_map(|b| &b.engine_memory) {
+        match largest.iter_mut().find(|(n, _)| n == name) {
+            Some((_, most)) => *most = (*most).max(*v),
+            None => largest.push((name, *v)),
+        }
+    }
+    if largest.is_empty() {
+        return;
+    }
+    let figures: Vec<String> = largest
+        .iter()
+        .map(|(name, v)| match name.ends_with("level") {
+            true => format!("{name} {v}"),
+            false => format!("{name} {:.1} MiB", *v as f64 / 1_048_576.0),
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "- `{}`'s own memory accounting, the largest after any batch: {}",
+        r.name,
+        figures.join(", ")
+    );
 }
 
 /// One line on what a row's commits and merges wrote over its batches, for a backend that

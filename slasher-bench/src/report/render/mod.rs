@@ -12,7 +12,7 @@ pub use csv::render_csv;
 pub use json::render_json;
 pub use markdown::render_markdown;
 #[cfg(test)]
-pub(crate) use markdown::render_merges;
+pub(crate) use markdown::{render_engine_memory, render_merges};
 pub use phase_tables::{
     client_pairs, phase_clock, phase_commits, soak_trend, Aging, ClientPair, PhaseClock,
     PhaseCommits, SoakTrend,
