@@ -512,18 +512,18 @@ impl fmt::Display for FsType {
 
 /// The type of the filesystem `path` is on (`statfs(2)`).
 pub fn filesystem_type(path: &Path) -> io::Result<FsType> {
-    Ok(fs_type_of(&nix::sys::statfs::statfs(path)?))
+    Ok(fs_type_of(&rustix::fs::statfs(path)?))
 }
 
 /// The type of the filesystem the open file `fd` is on (`fstatfs(2)`).
 pub fn filesystem_type_fd(fd: BorrowedFd<'_>) -> io::Result<FsType> {
-    Ok(fs_type_of(&nix::sys::statfs::fstatfs(fd)?))
+    Ok(fs_type_of(&rustix::fs::fstatfs(fd)?))
 }
 
-fn fs_type_of(st: &nix::sys::statfs::Statfs) -> FsType {
+fn fs_type_of(st: &rustix::fs::StatFs) -> FsType {
     // `f_type` is a signed or unsigned word depending on the platform; every magic number is 32
     // bits, so keep the low 32 bits (undoing sign extension where the word is signed).
-    let raw = i128::from(st.filesystem_type().0);
+    let raw = i128::from(st.f_type);
     let magic = (raw & 0xFFFF_FFFF) as u64;
     FsType::from_magic(magic)
 }
@@ -531,7 +531,7 @@ fn fs_type_of(st: &nix::sys::statfs::Statfs) -> FsType {
 /// Whether the open directory `dir` is the root directory of a btrfs subvolume, as
 /// [`is_subvolume_root`] but for a handle (nothing is looked up by name).
 pub fn is_subvolume_root_fd(dir: BorrowedFd<'_>) -> io::Result<bool> {
-    let st = nix::sys::stat::fstat(dir.as_raw_fd())?;
+    let st = rustix::fs::fstat(dir)?;
     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
     if !is_dir || st.st_ino != BTRFS_SUBVOL_ROOT_INO {
         return Ok(false);
