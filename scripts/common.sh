@@ -56,6 +56,33 @@ unprivileged_reach() {
     done
 }
 
+# find_memory_cgroup: the memory cgroup this script runs in (v1 memory controller first: on a
+# hybrid system the unified hierarchy has no memory controller), in CG_PARENT and CG_VERSION;
+# under v2 the memory controller is handed down to its children (bench.sh, migrate-full-window.sh).
+find_memory_cgroup() {
+    local line path mnt
+    line=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup || true)
+    if [[ -n $line ]]; then
+        path=${line#*:*:}
+        mnt=$(findmnt -n -t cgroup -O memory -o TARGET | head -n1)
+        CG_VERSION=1
+    else
+        line=$(grep -E '^0::' /proc/self/cgroup || true)
+        path=${line#0::}
+        mnt=$(findmnt -n -t cgroup2 -o TARGET | head -n1)
+        CG_VERSION=2
+    fi
+    [[ -n $line && -n $mnt ]] || die "memory limit: no memory cgroup found (/proc/self/cgroup, findmnt)"
+    CG_PARENT=$mnt${path%/}
+    [[ -d $CG_PARENT ]] || die "memory limit: this script's memory cgroup $CG_PARENT is not visible"
+    if ((CG_VERSION == 2)) && ! grep -qw memory "$CG_PARENT/cgroup.subtree_control" 2>/dev/null; then
+        # A child gets the memory controller only if its parent hands it down; a v2 cgroup
+        # that holds processes cannot (the "no internal processes" rule).
+        echo +memory >"$CG_PARENT/cgroup.subtree_control" ||
+            die "memory limit: cannot enable the memory controller for children of $CG_PARENT (run from a cgroup that holds no processes, e.g. systemd-run --scope)"
+    fi
+}
+
 # Makes cargo reachable under `sudo`, which resets PATH to the system's.
 find_cargo() {
     command -v cargo >/dev/null && return 0

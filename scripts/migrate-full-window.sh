@@ -61,11 +61,11 @@ image "$WORK/ext4.img" mkfs.ext4 -q -F "$EXT4"
 image "$WORK/btrfs.img" mkfs.btrfs -q -f -m single "$BTRFS"
 
 # The memory cgroup of this shell (v1 or v2) gets a child per move.
-if line=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup); then
-    CG=$(findmnt -n -t cgroup -O memory -o TARGET | head -n1)${line#*:*:}/migrate-$$
+find_memory_cgroup
+CG=$CG_PARENT/migrate-$$
+if ((CG_VERSION == 1)); then
     LIMIT_FILE=memory.limit_in_bytes PEAK_FILE=memory.max_usage_in_bytes ANON_KEY=rss
 else
-    CG=$(findmnt -n -t cgroup2 -o TARGET | head -n1)$(sed -n 's/^0:://p' /proc/self/cgroup)/migrate-$$
     LIMIT_FILE=memory.max PEAK_FILE=memory.peak ANON_KEY=anon
 fi
 

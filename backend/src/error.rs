@@ -243,7 +243,7 @@ impl Error {
     /// The same error, naming paths under `to` where they were under `from`: the admin
     /// functions reach a directory given by the user through its handle
     /// (`/proc/self/fd/N/.`), and their errors name the path the user gave instead.
-    pub(crate) fn rebased(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
+    pub fn rebased(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
         let swap = |path: &mut PathBuf| {
             if let Ok(rest) = path.strip_prefix(from) {
                 *path = if rest.as_os_str().is_empty() {

@@ -434,12 +434,13 @@ pub(crate) fn is_merge_output(name: &str) -> bool {
 }
 
 /// The background merge outputs an earlier process left in `compact/` (`None` if there is no
-/// `compact/`). Anything else there (another name, a symlink, a directory) is
-/// [`Error::ForeignEntry`]. Touches nothing.
+/// `compact/`). Anything else there (another name, a symlink, a directory, or a file the
+/// engine did not write: see [`check_own_file`]) is [`Error::ForeignEntry`]. Touches nothing.
 pub(crate) fn compact_outputs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
     if !check_kind(dir, Kind::Dir)? {
         return Ok(None);
     }
+    let owner = owner_of(dir)?;
     let mut ours = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
     for entry in rd {
@@ -452,15 +453,68 @@ pub(crate) fn compact_outputs(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
                 "compact/ holds only background merge outputs named <16 hex digits>.seg",
             ));
         }
+        check_own_file(&path, owner, "compact/")?;
         ours.push(path);
     }
     Ok(Some(ours))
 }
 
-/// Checks that `live/` holds nothing but files: it is discarded at open (it holds only
-/// uncommitted state, all of it files the engine wrote), and a directory or a nested subvolume
-/// there is somebody else's, [`Error::ForeignEntry`], never deleted with it. Touches nothing.
+/// The owner (uid) of `path`, not followed if it is a symlink.
+fn owner_of(path: &Path) -> Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .map(|m| m.uid())
+        .map_err(|e| Error::io("lstat", path, e))
+}
+
+/// Whether `name` is one the engine gives a file in `live/`: the identity, the manifest, its
+/// temporary, or a segment (committed, merged in or spilled: `<16 hex digits>.seg`).
+fn is_live_file_name(name: &str) -> bool {
+    name == ID_FILE || name == "MANIFEST" || name == "MANIFEST.tmp" || is_merge_output(name)
+}
+
+/// Checks that the regular file `path`, in a directory of the engine's (`live/` or `compact/`,
+/// `place`) owned by `dir_owner`, is one the engine could have written there: a single link
+/// (the engine never links a file twice, so a second name means somebody's file was linked
+/// in), and owned by the directory's owner or by root (the engine's files belong to the
+/// process that opened the database: its owner, or root). Anything else is
+/// [`Error::ForeignEntry`]. A file by the engine's name, of the owner, with one link is taken
+/// to be the engine's: those names are the engine's inside directories it made, which only
+/// their owner can write.
+fn check_own_file(path: &Path, dir_owner: u32, place: &str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("lstat", path, e))?;
+    if meta.nlink() != 1 {
+        return Err(Error::foreign(
+            path,
+            format!(
+                "it has {} links; butter_db never gives a file in {place} a second name, so \
+                 this one is somebody else's file linked in",
+                meta.nlink()
+            ),
+        ));
+    }
+    if meta.uid() != dir_owner && meta.uid() != 0 {
+        return Err(Error::foreign(
+            path,
+            format!(
+                "it belongs to uid {}, neither {place}'s owner (uid {dir_owner}) nor root, so \
+                 butter_db did not write it",
+                meta.uid()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `live/` holds only the engine's files: it is discarded at open (it holds only
+/// uncommitted state, all of it files the engine wrote), so anything else there is somebody
+/// else's, [`Error::ForeignEntry`], never deleted with it: a directory or a nested subvolume,
+/// a symlink or special file, a file by a name the engine never gives one there (it writes
+/// only `butter.id`, `MANIFEST`, `MANIFEST.tmp` and `<16 hex digits>.seg`), or a file it did
+/// not write ([`check_own_file`]). Touches nothing.
 pub(crate) fn check_live_contents(live: &Path) -> Result<()> {
+    let owner = owner_of(live)?;
     let rd = std::fs::read_dir(live).map_err(|e| Error::io("list", live, e))?;
     for entry in rd {
         let entry = entry.map_err(|e| Error::io("list", live, e))?;
@@ -473,6 +527,14 @@ pub(crate) fn check_live_contents(live: &Path) -> Result<()> {
                  not its own and is not deleted with live/",
             ));
         }
+        if !meta.is_file() || !entry.file_name().to_str().is_some_and(is_live_file_name) {
+            return Err(Error::foreign(
+                path,
+                "live/ holds only the files butter_db writes there (butter.id, MANIFEST, \
+                 MANIFEST.tmp, <16 hex digits>.seg); this one is not deleted with live/",
+            ));
+        }
+        check_own_file(&path, owner, "live/")?;
     }
     Ok(())
 }

@@ -434,12 +434,8 @@ fn an_unfinished_copy_is_not_opened() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    // The lock is taken (its file made) before anything is looked at, as for every open.
-    assert_eq!(
-        left,
-        ["butter.incomplete", "butter.lock"],
-        "open created something"
-    );
+    // A refused open creates nothing, not even its lock file (issue 57).
+    assert_eq!(left, ["butter.incomplete"], "open created something");
 }
 
 /// Issue 47: open checks everything before it changes anything. A foreign file in `compact/`
@@ -453,7 +449,8 @@ fn open_checks_everything_before_discarding_live() {
     let db = dir.path.join("db");
     make_db(&db, 3);
     let live = db.join("live");
-    let probe = live.join("uncommitted-probe");
+    // An uncommitted segment, by the engine's name for one.
+    let probe = live.join("00000000000000ff.seg");
     std::fs::write(&probe, b"not committed").unwrap();
 
     let foreign = db.join("compact").join("notes.txt");
@@ -541,4 +538,92 @@ fn deletion_never_follows_a_symlink() {
         .remove_tree_at(parent.as_fd(), "db".as_ref(), Some(id))
         .expect("remove the database by handle");
     assert!(!db.exists());
+}
+
+/// Issue 57: a refused open creates nothing (no `butter.lock` afterwards), and open deletes
+/// only the files it wrote: a file by another name in `live/`, a symlink there, a merge
+/// output's name in `compact/` given to somebody's file by a hard link, and (as root) files of
+/// another user by the engine's names in either are refused with `ForeignEntry` and kept; once
+/// they are gone the database opens with its data.
+#[test]
+fn open_deletes_only_its_own_files_and_a_refusal_creates_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = common::btrfs_dir("hostile_own_files") else {
+        return;
+    };
+    let db = dir.path.join("db");
+    make_db(&db, 3);
+    let lock = db.join("butter.lock");
+    let compact = db.join("compact");
+    let live = db.join("live");
+    let precious = dir.path.join("precious");
+    std::fs::write(&precious, b"the user's own file").unwrap();
+    let refused = |foreign: &Path, what: &str| {
+        assert_foreign(Env::open_path(&db), foreign);
+        assert!(
+            std::fs::symlink_metadata(foreign).is_ok(),
+            "{what}: deleted although open was refused"
+        );
+        assert!(!lock.exists(), "{what}: a refused open created butter.lock");
+        assert_eq!(
+            std::fs::read(&precious).unwrap(),
+            b"the user's own file",
+            "{what}"
+        );
+    };
+
+    // Without its lock file: a foreign entry is refused before the lock file is made.
+    std::fs::remove_file(&lock).unwrap();
+    let notes = compact.join("notes.txt");
+    std::fs::write(&notes, b"x").unwrap();
+    refused(&notes, "a foreign name in compact/");
+    std::fs::remove_file(&notes).unwrap();
+
+    // A regular file by a name the engine never gives one in live/.
+    let live_notes = live.join("notes.txt");
+    std::fs::write(&live_notes, b"mine").unwrap();
+    refused(&live_notes, "a foreign name in live/");
+    assert_eq!(std::fs::read(&live_notes).unwrap(), b"mine");
+    std::fs::remove_file(&live_notes).unwrap();
+
+    // A symlink by a segment's name in live/.
+    let live_link = live.join("00000000000000fd.seg");
+    symlink(&precious, &live_link).unwrap();
+    refused(&live_link, "a symlink in live/");
+    std::fs::remove_file(&live_link).unwrap();
+
+    // The user's file hard-linked into compact/ under a merge output's name.
+    let linked = compact.join("00000000000000ab.seg");
+    std::fs::hard_link(&precious, &linked).unwrap();
+    refused(&linked, "a hard link in compact/");
+    assert_eq!(std::fs::metadata(&precious).unwrap().nlink(), 2);
+    std::fs::remove_file(&linked).unwrap();
+
+    if is_root() {
+        // Files by the engine's names that belong to another user (uid 65534).
+        for foreign in [
+            compact.join("00000000000000ac.seg"),
+            live.join("00000000000000ad.seg"),
+        ] {
+            std::fs::write(&foreign, b"theirs").unwrap();
+            std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+            refused(&foreign, "another user's file");
+            assert_eq!(std::fs::read(&foreign).unwrap(), b"theirs");
+            std::fs::remove_file(&foreign).unwrap();
+        }
+    } else {
+        butter_test_support::skip(
+            "open_deletes_only_its_own_files_and_a_refusal_creates_nothing (other users' files)",
+            "needs root to give a file to another user",
+        );
+    }
+
+    // The engine's own leftovers (an uncommitted segment, a merge output) are cleared.
+    std::fs::write(live.join("00000000000000fe.seg"), b"torn").unwrap();
+    std::fs::write(compact.join("00000000000000fe.seg"), b"torn").unwrap();
+    let env = Env::open_path(&db).expect("open once the foreign files are gone");
+    assert_eq!(read_all(&env).len(), 3);
+    assert!(lock.is_file());
+    assert!(!live.join("00000000000000fe.seg").exists());
+    assert!(!compact.join("00000000000000fe.seg").exists());
 }

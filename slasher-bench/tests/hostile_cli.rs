@@ -361,8 +361,8 @@ fn finding4_children_die_with_their_parent() {
 /// 4294967295`) whose parent is SIGKILLed must end within seconds, removing its database and
 /// its batch stream, not run on as an orphan.
 #[test]
-fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
-    let test = "issue57_item3_child_in_a_long_batch_dies_with_its_parent";
+fn child_in_a_long_batch_dies_with_its_parent() {
+    let test = "child_in_a_long_batch_dies_with_its_parent";
     let Some(root) = btrfs_dir(test) else { return };
     let work = btrfs_scratch(&root, "hostile-longbatch-");
     let (db, out) = (work.path().join("db"), work.path().join("out"));
@@ -998,10 +998,10 @@ fn signal(pid: u32, name: &str) {
 /// directory B can write; B renames it and makes a directory of B's in its place, holding the
 /// symlink under the run's database name. The run reaches its database through handles only,
 /// so it finishes and removes its database where it made it. (The child's side of a swapped
-/// database directory: `issue57_item1_*`.)
+/// database directory: `child_works_in_the_handed_down_directory_not_the_path`.)
 #[test]
-fn issue47_hole1_swapped_database_directory_is_not_followed() {
-    let test = "issue47_hole1_swapped_database_directory";
+fn swapped_database_directory_is_not_followed() {
+    let test = "swapped_database_directory";
     let Some(work) = scratch_for_two_users(test, "hostile-swap-") else {
         return;
     };
@@ -1087,8 +1087,8 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
 /// file of A's; A's replay must replace the symlink, not write through it. And an --out owned
 /// by B, or writable by everyone without the sticky bit, is refused before anything runs.
 #[test]
-fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
-    let test = "issue47_hole2_planted_report_symlink";
+fn planted_report_symlink_is_replaced_not_followed() {
+    let test = "planted_report_symlink";
     let Some(work) = scratch_for_two_users(test, "hostile-report-") else {
         return;
     };
@@ -1157,9 +1157,9 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
 /// build its database in the directory it was handed (now `moved-away`), and the canary must
 /// be unchanged.
 #[test]
-fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
+fn child_works_in_the_handed_down_directory_not_the_path() {
     use std::os::fd::AsRawFd as _;
-    let test = "issue57_item1_child_works_in_the_handed_down_directory";
+    let test = "child_works_in_the_handed_down_directory";
     let Some(work) = scratch_for_two_users(test, "hostile-dbfd-") else {
         return;
     };
@@ -1227,8 +1227,8 @@ fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
 /// and B's symlink is B's: not removed. A group-writable --out (B in the group) is refused
 /// before anything is created in it.
 #[test]
-fn issue57_item2_planted_stream_symlink_is_not_followed() {
-    let test = "issue57_item2_planted_stream_symlink";
+fn planted_stream_symlink_is_not_followed() {
+    let test = "planted_stream_symlink";
     let Some(work) = scratch_for_two_users(test, "hostile-stream-") else {
         return;
     };
@@ -1303,8 +1303,8 @@ fn issue57_item2_planted_stream_symlink_is_not_followed() {
 /// skip (and name) that database, and the replay must finish. A leftover of a finished run is
 /// still removed, and a directory with nothing to clean is not an error.
 #[test]
-fn issue47_hole3_clean_skips_a_live_runs_database() {
-    let test = "issue47_hole3_clean_skips_a_live_run";
+fn clean_skips_a_live_runs_database() {
+    let test = "clean_skips_a_live_run";
     let Some(work) = scratch_for_two_users(test, "hostile-cleanlive-") else {
         return;
     };
@@ -1387,7 +1387,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 /// Issue 47: a child stuck in a batch that never ends (a validator chunk size of 2^32 - 1)
 /// takes the first SIGTERM as a request to stop after its batch, and ends at the second one.
 #[test]
-fn issue47_second_signal_ends_a_stuck_child() {
+fn second_signal_ends_a_stuck_child() {
     let work = scratch("hostile-stuck-");
     let w = work.path();
     let log = fs::File::create(w.join("stderr.txt")).expect("log file");
@@ -1458,7 +1458,7 @@ fn issue47_second_signal_ends_a_stuck_child() {
 /// once too) leaves none of the child's files in --out: they have no name there (unnamed
 /// files the parent hands down). Before, the child's batch stream was left.
 #[test]
-fn issue57_interrupted_run_leaves_no_child_files_in_out() {
+fn interrupted_run_leaves_no_child_files_in_out() {
     let work = scratch("hostile-leftover-");
     let w = work.path();
     let out = w.join("out");
@@ -1529,8 +1529,8 @@ fn issue57_interrupted_run_leaves_no_child_files_in_out() {
 /// its read-only snapshots, `clean` recognises the remains (the name, the engine's entries,
 /// its identity) and removes them; a look-alike without the engine's identity stays.
 #[test]
-fn issue47_clean_removes_what_rm_rf_left() {
-    let test = "issue47_clean_removes_what_rm_rf_left";
+fn clean_removes_what_rm_rf_left() {
+    let test = "clean_removes_what_rm_rf_left";
     let Some(root) = btrfs_dir(test) else { return };
     let work = btrfs_scratch(&root, "hostile-remains-");
     let w = work.path();

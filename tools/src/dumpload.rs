@@ -223,55 +223,106 @@ fn parse_header(line_no: u64, line: &str) -> Result<String> {
 /// [`ToolError::LoadDestination`], [`ToolError::BadDump`], [`ToolError::Engine`],
 /// [`ToolError::Output`] (reading the input).
 pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
-    refuse_shared_parent(dir)?;
-    if dir.symlink_metadata().is_ok() {
+    use std::os::fd::{AsFd, AsRawFd};
+    let Some((parent_path, name)) = parent_and_name(dir) else {
         return Err(ToolError::LoadDestination(dir.to_path_buf()));
-    }
-    std::fs::create_dir(dir).map_err(|source| ToolError::StreamFile {
-        op: "create directory",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let result = EnvBuilder::new(dir)
-        .open()
-        .map_err(ToolError::from)
-        .and_then(|env| load_into(&env, input));
-    if result.is_err() {
-        // Ours: made above, and its environment is closed.
-        if butter_db::admin::remove_database(dir).is_err() {
-            let _ = std::fs::remove_dir(dir);
+    };
+    // The parent is resolved once and checked; the new directory is made, opened and filled
+    // through handles, so that nobody can swap a name for a symlink in between.
+    let parent = open_parent(parent_path)?;
+    refuse_shared_parent(parent.as_fd(), parent_path)?;
+    match rustix::fs::mkdirat(parent.as_fd(), name, rustix::fs::Mode::from_raw_mode(0o700)) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::EXIST) => return Err(ToolError::LoadDestination(dir.to_path_buf())),
+        Err(e) => {
+            return Err(ToolError::StreamFile {
+                op: "create directory",
+                path: dir.to_path_buf(),
+                source: e.into(),
+            })
         }
     }
+    let (db, id) = match open_dir_with_id(parent.as_fd(), name) {
+        Ok(made) => made,
+        Err(source) => {
+            // Somebody else's by now (renamed or replaced since the mkdirat): left alone.
+            return Err(ToolError::StreamFile {
+                op: "open the new directory",
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let via = PathBuf::from(format!("/proc/self/fd/{}/.", db.as_raw_fd()));
+    let result = EnvBuilder::new(&via)
+        .open()
+        .map_err(ToolError::from)
+        .and_then(|env| load_into(&env, input))
+        .map_err(|e| match e {
+            ToolError::Engine(e) => ToolError::Engine(e.rebased(&via, dir)),
+            other => other,
+        });
+    drop(db);
+    if result.is_err() {
+        // Ours: made above (its identity checked), and its environment is closed; removed
+        // through the parent's handle, only if the name still leads to it.
+        let _ = butter_db::fs::BtrfsFs.remove_tree_at(parent.as_fd(), name, Some(id));
+    }
     result
+}
+
+/// `path` as the directory that holds it (`.` for a bare name) and its name there; `None` for a
+/// path without a final name (`/`, `..`).
+pub(crate) fn parent_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some((parent, name))
+}
+
+/// Opens the directory `name` of the open directory `parent` (a symlink there is not
+/// followed), with its identity, so that a later removal can check that the name still leads
+/// to it.
+pub(crate) fn open_dir_with_id(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+) -> std::io::Result<(std::os::fd::OwnedFd, butter_db::fs::FileId)> {
+    let fd = butter_db::fs::open_dir_at(parent, name)?;
+    let id = butter_db::fs::FileId::of(std::os::fd::AsFd::as_fd(&fd))?;
+    Ok((fd, id))
+}
+
+/// Opens the directory that will hold a new database (following symlinks in `path`, which is
+/// the caller's), once.
+pub(crate) fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| ToolError::StreamFile {
+        op: "open directory",
+        path: path.to_path_buf(),
+        source: e.into(),
+    })
 }
 
 /// Refuses (`SharedDirectory`, nothing created) a new database directory whose parent users
 /// other than the caller and root can write (unless it is sticky): they could swap the new
 /// directory while the database is built in it.
-fn refuse_shared_parent(dir: &Path) -> Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let fd = match rustix::fs::open(
-        parent,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        // A missing parent: the creation below says so.
-        Err(_) => return Ok(()),
-    };
-    match butter_db::admin::shared_reason(std::os::fd::AsFd::as_fd(&fd)) {
+pub(crate) fn refuse_shared_parent(parent: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
+    match butter_db::admin::shared_reason(parent) {
         Ok(Some(reason)) => Err(ToolError::Engine(butter_db::Error::SharedDirectory {
-            path: parent.to_path_buf(),
+            path: path.to_path_buf(),
             reason,
         })),
         Ok(None) => Ok(()),
         Err(source) => Err(ToolError::StreamFile {
             op: "stat",
-            path: parent.to_path_buf(),
+            path: path.to_path_buf(),
             source,
         }),
     }

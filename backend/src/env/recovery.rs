@@ -43,8 +43,15 @@ impl Env {
         };
         let fs = b.fs;
         make_root_on_btrfs(&*fs, &root, dir_mode)?;
-        let lock = lock_root(&*fs, &root, file_mode)?;
         let live = root.join(LIVE_DIR);
+        // An existing lock file is locked first, so that a database in use is `Locked`, not
+        // judged by what its writer is in the middle of. A missing one is created only once
+        // the directory has passed every check: a refused open creates nothing (the checks
+        // are made again under the lock, which decides).
+        if !root::check_kind(&root.join(LOCK_FILE), Kind::File)? {
+            check_contents(&root, &live)?;
+        }
+        let lock = lock_root(&*fs, &root, file_mode)?;
         let (scan, id) = check_root(&*fs, &root, &live, file_mode)?;
         let mut gens = scan.generations;
         if gens.is_empty() {
@@ -167,8 +174,18 @@ fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<File> {
 /// Check everything by the engine's names in `root` before anything is touched, and the
 /// database's identity (created here for a new database).
 fn check_root(fs: &dyn Fs, root: &Path, live: &Path, file_mode: u32) -> Result<(RootScan, DbId)> {
-    // Everything by our names is checked before anything is touched: the entries, what
-    // `compact/` holds, and that `live/` (discarded below) holds nothing but files.
+    let scan = check_contents(root, live)?;
+    let id = match scan.id {
+        Some(id) => id,
+        None => root::create_id(fs, root, file_mode)?,
+    };
+    Ok((scan, id))
+}
+
+/// Everything by our names, checked before anything is touched: the entries, what `compact/`
+/// holds, that `live/` (discarded at open) holds only the engine's files, and that the
+/// directory is not a copy the `butter` tool left unfinished. Changes nothing.
+fn check_contents(root: &Path, live: &Path) -> Result<RootScan> {
     let scan = root::scan(root)?;
     root::compact_outputs(&root.join(COMPACT_DIR))?;
     if scan.live {
@@ -185,11 +202,7 @@ fn check_root(fs: &dyn Fs, root: &Path, live: &Path, file_mode: u32) -> Result<(
             ),
         });
     }
-    let id = match scan.id {
-        Some(id) => id,
-        None => root::create_id(fs, root, file_mode)?,
-    };
-    Ok((scan, id))
+    Ok(scan)
 }
 
 /// A fresh database, or one whose very first commit never completed: `live/` (made anew),
