@@ -4,7 +4,6 @@ use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 
-use nix::fcntl::{Flock, FlockArg};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use crate::error::{Error, Result};
@@ -308,19 +307,20 @@ fn merge_outputs_at(c: &Held) -> Result<Vec<String>> {
 
 /// The writer's lock, taken as the engine takes it (`flock` exclusive, not waiting), if the
 /// lock file exists; `None` if it does not (no process has the database open).
-fn take_lock(dir: &Path) -> Result<Option<Flock<File>>> {
+fn take_lock(dir: &Path) -> Result<Option<File>> {
     let path = dir.join(LOCK_FILE);
     let Some(file) =
         root::open_existing_lock(dir).map_err(|e| Error::io("open lock file", &path, e))?
     else {
         return Ok(None);
     };
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(Error::Locked {
+    // The lock is held by the open file and released when it is closed.
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked {
             path: dir.into(),
             lock: path,
         }),
-        Err((_, e)) => Err(Error::io("lock", &path, e.into())),
+        Err(e) => Err(Error::io("lock", &path, e.into())),
     }
 }

@@ -348,8 +348,8 @@ impl Env {
     fn wait_for_reclaim(&self) {
         let deadline = Instant::now() + RECLAIM_WAIT;
         let free = || {
-            nix::sys::statvfs::statvfs(&self.root)
-                .map(|s| s.blocks_available() * s.fragment_size())
+            rustix::fs::statvfs(&self.root)
+                .map(|s| s.f_bavail * s.f_frsize)
                 .unwrap_or(0)
         };
         let mut best = free();

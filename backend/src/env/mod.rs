@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nix::fcntl::Flock;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::budget::{Budget, MemoryUse};
@@ -280,7 +279,7 @@ pub struct Env {
     /// Closes the segments commits merge away, off the committing thread.
     retirer: retire::Retirer,
     /// Held for the life of the environment: one process per database.
-    _lock: Flock<File>,
+    _lock: File,
     /// Test-only: see [`Env::on_next_begin_read`].
     #[cfg(feature = "testing")]
     read_hook: ReadHook,

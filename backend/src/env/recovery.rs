@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nix::fcntl::{Flock, FlockArg};
 use parking_lot::{Mutex, RwLock};
 
 use crate::budget::Budget;
@@ -150,7 +149,7 @@ fn make_root_on_btrfs(fs: &dyn Fs, root: &Path, dir_mode: u32) -> Result<()> {
 }
 
 /// Take the exclusive lock on `root`'s lock file (one process per database).
-fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<Flock<File>> {
+fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<File> {
     let lock_path = root.join(LOCK_FILE);
     // A directory, FIFO or device by the lock's name is foreign like any other owned name
     // of the wrong type; `O_NOFOLLOW` below refuses a symlink swapped in after this look.
@@ -161,17 +160,21 @@ fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<Flock<File>> {
                 Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
                 _ => Error::io("open lock file", &lock_path, e),
             })?;
-    let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
-        Ok(l) => l,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+    // The lock lives as long as the returned file is open.
+    match rustix::fs::flock(
+        &lock_file,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    ) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
             return Err(Error::Locked {
                 path: root.to_path_buf(),
                 lock: lock_path,
             })
         }
-        Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
-    };
-    Ok(lock)
+        Err(e) => return Err(Error::io("lock", &lock_path, e.into())),
+    }
+    Ok(lock_file)
 }
 
 /// Check everything by the engine's names in `root` before anything is touched, and the
