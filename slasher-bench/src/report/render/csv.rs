@@ -1,6 +1,6 @@
 //! `batches.csv`: one line per (row, batch).
 
-use super::*;
+use super::cells::part_names;
 use crate::report::model::Report;
 use std::fmt::Write as _;
 

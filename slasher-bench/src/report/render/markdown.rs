@@ -1,7 +1,10 @@
 //! `report.md`: the document, its runs' status and details, and the merges line; the
 //! per-phase tables are [`super::phase_tables`]'s.
 
-use super::*;
+use super::cells::unless_client;
+use super::phase_tables::{
+    render_client_pairs, render_clock, render_commit_parts, render_cpu, render_phases, render_soak,
+};
 use crate::report::charts;
 use crate::report::gate::{first_disagreement, gate, groups, missing_expected};
 use crate::report::model::{BackendResult, BatchMerges, Report, Run};

@@ -1,7 +1,7 @@
 //! The per-phase tables of `report.md` (times, the storage clock, CPU, where the commits went,
 //! client pairs, the soak) and the figures behind them.
 
-use super::*;
+use super::cells::{part_names, percent, unless_client};
 use crate::report::model::{BackendResult, BatchRecord, CommitParts};
 use crate::report::table::{baseline, mib, phase_batches, phase_times, ratio, Phase, PhaseTimes};
 use crate::system::measure::Summary;
