@@ -63,13 +63,20 @@ impl CommitStats {
             info.largest_merge_table_bytes,
             info.bytes_written,
         );
+        // A batch's figures are those after its last commit, with the largest transaction of
+        // the commits since they were last read ([`EngineStats::memory`]).
+        let txn_peak = memory
+            .iter()
+            .find(|(n, _)| *n == "txn_peak")
+            .map_or(0, |&(_, v)| v)
+            .max(info.txn_peak_memory_bytes);
         let m = &info.memory;
         *memory = vec![
             ("budget", m.budget_bytes),
             ("cache", m.cache_bytes),
             ("cache_room", m.cache_room_bytes),
             ("indexes", m.index_bytes),
-            ("txn_peak", info.txn_peak_memory_bytes),
+            ("txn_peak", txn_peak),
             ("txn_budget", m.memtable_budget_bytes),
             ("pressure_level", u64::from(m.pressure_level)),
             ("cgroup_anon", m.cgroup_anon_bytes.unwrap_or(0)),
@@ -87,7 +94,13 @@ impl EngineStats for CommitStats {
     }
 
     fn memory(&self) -> Vec<(&'static str, u64)> {
-        self.0.lock().2.clone()
+        let figures = &mut self.0.lock().2;
+        let now = figures.clone();
+        // The largest transaction starts again from the next commit.
+        if let Some((_, peak)) = figures.iter_mut().find(|(n, _)| *n == "txn_peak") {
+            *peak = 0;
+        }
+        now
     }
 }
 

@@ -23,8 +23,9 @@ pub trait EngineStats: Send + Sync + Debug {
 
     /// The engine's own accounting of its memory after the last commit, as named byte counts
     /// and levels (lowercase, `_` between words) in the engine's order; empty for an engine
-    /// that keeps none. A caller shows them by name, so a new figure is one more name where
-    /// the engine's adapter fills them in.
+    /// that keeps none. A figure may be a peak since the previous call (butter_db's
+    /// `txn_peak`), so a caller takes it once per span it measures. A caller shows them by
+    /// name, so a new figure is one more name where the engine's adapter fills them in.
     fn memory(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }

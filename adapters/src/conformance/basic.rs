@@ -507,4 +507,29 @@ pub fn commit_stats_count_each_commit<E: Environment>(fresh: FreshDir<'_>) {
         crate::CommitPeaks::default(),
         "taking the peaks starts a new span"
     );
+    // The memory figures: after the commit that wrote, the budget and the transaction that
+    // held 1,000 entries; a later commit with nothing to write keeps the accounting (as a
+    // slasher's prune that deletes nothing does) and the transaction's peak starts again
+    // after each reading.
+    let figure = |figures: &[(&str, u64)], name: &str| {
+        figures
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
+            .unwrap_or_else(|| panic!("no figure {name}: {figures:?}"))
+    };
+    let after_write = stats.memory();
+    assert!(figure(&after_write, "budget") > 0, "{after_write:?}");
+    assert!(
+        figure(&after_write, "txn_peak") > 100_000,
+        "{after_write:?}"
+    );
+    commit(store.txn());
+    let after_empty = stats.memory();
+    assert_eq!(
+        figure(&after_empty, "budget"),
+        figure(&after_write, "budget"),
+        "{after_empty:?}"
+    );
+    assert_eq!(figure(&after_empty, "txn_peak"), 0, "{after_empty:?}");
 }

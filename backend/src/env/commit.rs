@@ -87,6 +87,7 @@ impl Env {
             // Nothing to publish: the committed state is already durable.
             return Ok(CommitInfo {
                 generation: base.generation,
+                memory: self.budget.usage(),
                 ..CommitInfo::default()
             });
         }
