@@ -23,7 +23,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use rustix::ioctl::{
-    ioctl, Getter, IntegerSetter, NoArg, NoneOpcode, ReadOpcode, Setter, WriteOpcode,
+    ioctl, CompileTimeOpcode, Getter, NoArg, NoneOpcode, ReadOpcode, Setter, WriteOpcode,
 };
 
 /// The ioctl type byte shared by all btrfs ioctls (`BTRFS_IOCTL_MAGIC`) and by `FICLONE`.
@@ -376,12 +376,15 @@ pub fn set_inode_flags(fd: BorrowedFd<'_>, flags: u32) -> io::Result<()> {
 pub fn ficlone(dest: &impl AsFd, source: &impl AsFd) -> io::Result<()> {
     let dest = dest.as_fd();
     let source = source.as_fd();
-    // A valid fd is non-negative, so it converts to the ioctl's unsigned argument losslessly.
-    let arg = usize::try_from(source.as_raw_fd())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // Through libc, not rustix: the rustix that Lighthouse's lockfile pins (0.38.34) has no
+    // pattern for an argument passed by value.
+    let request = Ficlone::OPCODE.raw().into();
     // SAFETY: both fds are open for the whole call (borrowed); FICLONE takes the source fd by
-    // value, so no memory is shared with the kernel.
-    unsafe { ioctl(dest, IntegerSetter::<Ficlone>::new(arg)) }?;
+    // value as its argument, so no memory is shared with the kernel.
+    let rc = unsafe { libc::ioctl(dest.as_raw_fd(), request, source.as_raw_fd()) };
+    if rc == -1 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(())
 }
 
@@ -516,7 +519,6 @@ pub fn is_subvolume_root(path: &Path) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustix::ioctl::CompileTimeOpcode;
     use rustix::process::getpriority_process;
     use rustix::thread::gettid;
 
