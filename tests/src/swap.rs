@@ -120,6 +120,9 @@ pub struct Run<'a> {
     pub limit: Duration,
 }
 
+/// Where [`trace`] holds the command: the swap point's number and the swap to run there.
+pub type StopAt<'a> = (usize, &'a mut dyn FnMut(&SharedCall));
+
 /// A system call's path arguments: (index of its directory descriptor argument, if any; index
 /// of its path argument).
 type PathArgs = &'static [(Option<usize>, usize)];
@@ -298,7 +301,7 @@ fn shared_calls(
 ///
 /// # Panics
 /// If the command cannot be started or traced (the tier cannot run then).
-pub fn trace(run: &Run<'_>, mut stop: Option<(usize, &mut dyn FnMut(&SharedCall))>) -> Traced {
+pub fn trace(run: &Run<'_>, mut stop: Option<StopAt<'_>>) -> Traced {
     let stdout_path = run.scratch.join("stdout");
     let stderr_path = run.scratch.join("stderr");
     let stdin = match run.stdin {
