@@ -170,32 +170,6 @@ CG_VERSION=""     # 1 or 2
 CGROUPS=()        # the row cgroups this script made
 ROW_CGROUP=""     # the current row's, set by row_cgroup
 
-# The memory cgroup this script runs in (v1 memory controller first: on a hybrid system the
-# unified hierarchy has no memory controller), in CG_PARENT and CG_VERSION.
-find_memory_cgroup() {
-    local line path mnt
-    line=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup || true)
-    if [[ -n $line ]]; then
-        path=${line#*:*:}
-        mnt=$(findmnt -n -t cgroup -O memory -o TARGET | head -n1)
-        CG_VERSION=1
-    else
-        line=$(grep -E '^0::' /proc/self/cgroup || true)
-        path=${line#0::}
-        mnt=$(findmnt -n -t cgroup2 -o TARGET | head -n1)
-        CG_VERSION=2
-    fi
-    [[ -n $line && -n $mnt ]] || die "BENCH_MEMORY_LIMIT: no memory cgroup found (/proc/self/cgroup, findmnt)"
-    CG_PARENT=$mnt${path%/}
-    [[ -d $CG_PARENT ]] || die "BENCH_MEMORY_LIMIT: this script's memory cgroup $CG_PARENT is not visible"
-    if ((CG_VERSION == 2)) && ! grep -qw memory "$CG_PARENT/cgroup.subtree_control" 2>/dev/null; then
-        # A child gets the memory controller only if its parent hands it down; a v2 cgroup
-        # that holds processes cannot (the "no internal processes" rule).
-        echo +memory >"$CG_PARENT/cgroup.subtree_control" ||
-            die "BENCH_MEMORY_LIMIT: cannot enable the memory controller for children of $CG_PARENT (run from a cgroup that holds no processes, e.g. systemd-run --scope)"
-    fi
-}
-
 setup_memory_limit() {
     [[ -n ${BENCH_MEMORY_LIMIT:-} ]] || return 0
     [[ $(id -u) == 0 ]] || die "BENCH_MEMORY_LIMIT needs root (it makes cgroups and direct-I/O loop devices)"
@@ -436,7 +410,7 @@ row_command() {
             CLIENT_DB=$(mktemp -d "$dir/lighthouse-$backend.XXXXXX")
         fi
         [[ $batches == all ]] && batches=1000000000
-        CMD=("$BENCH_LIGHTHOUSE_RUNNER" "$FIXTURE" "$CLIENT_DB" "$OUT/$row.csv" "$backend"
+        CMD=("$BENCH_LIGHTHOUSE_RUNNER" "$FIXTURE" "$CLIENT_DB" "$OUT/$row.jsonl" "$backend"
             "$batches" "$HISTORY" 16 256)
         return
     fi
@@ -447,14 +421,14 @@ row_command() {
     CMD+=(${BENCH_REPLAY_ARGS:-})
 }
 
-# finish_row ROW STATUS DB: a client row's CSV becomes a report row (its database is measured,
+# finish_row ROW STATUS DB: a client row's JSON lines become a report row (its database is measured,
 # then removed); a failed row sets RC. Adds the row's report directory to RUNS.
 RC=0
 RUNS=()
 finish_row() {
     local row=$1 rc=$2 db=$3
     if ((rc == 0)) && [[ -n $db ]]; then
-        "$BIN" import-client --fixture "$FIXTURE" --csv "$OUT/$row.csv" --db-dir "$db" \
+        "$BIN" import-client --fixture "$FIXTURE" --rows "$OUT/$row.jsonl" --db-dir "$db" \
             --remove-db --out "$OUT/$row" || rc=$?
     fi
     if ((rc != 0)); then

@@ -27,6 +27,62 @@ fs_of() {
 
 is_mounted() { grep -qF " $1 " /proc/mounts; }
 
+# unprivileged_reach PATH...: fails, naming the first directory on the way to one of the PATHs
+# (or to its nearest existing parent) that uid 65534 cannot enter, and what to do about it.
+# scripts/test.sh runs built binaries (the target directory) and reads the repository's
+# fixtures as that user; a clone in root's home (mode 0700) is out of its reach.
+unprivileged_reach() {
+    local path dir part parts
+    for path in "$@"; do
+        while [[ ! -e $path ]]; do path=$(dirname -- "$path"); done
+        path=$(realpath -- "$path")
+        [[ -d $path ]] || path=$(dirname -- "$path")
+        dir=""
+        IFS=/ read -ra parts <<<"${path#/}"
+        for part in "" "${parts[@]}"; do
+            dir=${dir%/}/$part
+            setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$dir" && continue
+            printf '[%s] ERROR: uid 65534 cannot enter %s (mode %s, owner %s), on the way to %s.
+' \
+                "$LOG_TAG" "$dir" "$(stat -c %a -- "$dir")" "$(stat -c %U -- "$dir")" "$path" >&2
+            printf '[%s] The tests run built binaries and read fixtures as that user. Either clone
+' "$LOG_TAG" >&2
+            printf '[%s] the repository where others can enter (e.g. under /srv or /var/tmp), or give
+' "$LOG_TAG" >&2
+            printf '[%s] others the search bit alone (they still cannot list it): chmod o+x %s
+' "$LOG_TAG" "$dir" >&2
+            return 1
+        done
+    done
+}
+
+# find_memory_cgroup: the memory cgroup this script runs in (v1 memory controller first: on a
+# hybrid system the unified hierarchy has no memory controller), in CG_PARENT and CG_VERSION;
+# under v2 the memory controller is handed down to its children (bench.sh, migrate-full-window.sh).
+find_memory_cgroup() {
+    local line path mnt
+    line=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup || true)
+    if [[ -n $line ]]; then
+        path=${line#*:*:}
+        mnt=$(findmnt -n -t cgroup -O memory -o TARGET | head -n1)
+        CG_VERSION=1
+    else
+        line=$(grep -E '^0::' /proc/self/cgroup || true)
+        path=${line#0::}
+        mnt=$(findmnt -n -t cgroup2 -o TARGET | head -n1)
+        CG_VERSION=2
+    fi
+    [[ -n $line && -n $mnt ]] || die "memory limit: no memory cgroup found (/proc/self/cgroup, findmnt)"
+    CG_PARENT=$mnt${path%/}
+    [[ -d $CG_PARENT ]] || die "memory limit: this script's memory cgroup $CG_PARENT is not visible"
+    if ((CG_VERSION == 2)) && ! grep -qw memory "$CG_PARENT/cgroup.subtree_control" 2>/dev/null; then
+        # A child gets the memory controller only if its parent hands it down; a v2 cgroup
+        # that holds processes cannot (the "no internal processes" rule).
+        echo +memory >"$CG_PARENT/cgroup.subtree_control" ||
+            die "memory limit: cannot enable the memory controller for children of $CG_PARENT (run from a cgroup that holds no processes, e.g. systemd-run --scope)"
+    fi
+}
+
 # Makes cargo reachable under `sudo`, which resets PATH to the system's.
 find_cargo() {
     command -v cargo >/dev/null && return 0

@@ -3,11 +3,14 @@
 #
 # As root, on a Debian machine with Rust installed, it:
 #   1. installs what a fresh machine lacks (btrfs-progs, libclang-dev, a C toolchain, ...);
-#   2. checks the kernel capabilities the tests need (loop devices, btrfs, FUSE);
+#   2. checks the kernel capabilities the tests need (loop devices, btrfs, FUSE), and that
+#      uid 65534 can enter the repository and the target directory (a clone in root's 0700
+#      home cannot: the script stops at once, naming the directory and the fix);
 #   3. creates an 8 GiB sparse image in a temporary directory on the real disk (never tmpfs),
 #      formats it as btrfs, loop-mounts it and exports its mount point as BUTTER_BTRFS_DIR
 #      (mode 1777, so tests running as an unprivileged user can make their own directories);
-#   4. checks that no two source files import each other (scripts/import_cycles.py), runs
+#   4. checks that no two source files import each other (scripts/import_cycles.py) and that
+#      no function of the engine is over 100 lines (scripts/long_fns.py --over 100), runs
 #      `cargo fmt --check`, `cargo clippy -D warnings` (the workspace, then the adapters
 #      crate once per backend), `cargo test --workspace` (every backend), then the adapters'
 #      tests once per backend alone, butter's as uid 65534 in a fresh directory of the mount
@@ -335,7 +338,10 @@ log "CARGO_TARGET_DIR=$CARGO_TARGET_DIR; $(cargo --version)"
 
 phase "install packages" install_packages
 phase "check capabilities" check_capabilities
+phase "uid 65534 can reach the repository and the target directory" \
+    unprivileged_reach "$REPO" "$CARGO_TARGET_DIR"
 phase "no two source files import each other" python3 scripts/import_cycles.py
+phase "no engine function over 100 lines" python3 scripts/long_fns.py --over 100 backend/src
 phase "create and mount the btrfs image" mount_btrfs
 if $RUN_CARGO; then
     cargo_steps

@@ -78,9 +78,9 @@ impl BackendVisitor for Scan {
 fn open<E: Environment>(dir: &std::path::Path) -> Result<(E, E::Database), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let env = E::open(&BackendConfig {
-        path: dir.to_path_buf(),
         max_db_size_mbs: 16 * 1024,
         durability: Durability::Immediate,
+        ..BackendConfig::new(dir)
     })
     .map_err(|e| e.to_string())?;
     let db = env

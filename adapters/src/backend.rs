@@ -13,10 +13,10 @@
 use std::borrow::Cow;
 use std::fmt::Debug;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::config::BackendConfig;
 use crate::error::Error;
+use crate::stats::EngineStats;
 use crate::tables::OpenDatabases;
 
 /// A key as returned by a cursor. Always owned: the slasher parses keys after further writes.
@@ -67,81 +67,11 @@ pub trait Environment: Sized + Send + Sync + Debug + 'static {
     /// Whether a commit that returned `Ok` survives power loss with this configuration.
     fn durable(&self) -> bool;
 
-    /// Where this environment's commits have spent their time so far, for a backend that can
-    /// tell (butter_db); `None` otherwise. Totals since open: a caller takes the difference
-    /// over the span it measures.
-    fn commit_split(&self) -> Option<CommitSplit> {
+    /// The engine's own statistics about its commits, for a backend that keeps them
+    /// (butter_db); `None` otherwise. A capability, not part of the interface: see
+    /// [`crate::stats`].
+    fn stats(&self) -> Option<&dyn EngineStats> {
         None
-    }
-
-    /// The largest single merge and the largest commit since the previous call (or since
-    /// open), for a backend that can tell (butter_db); `None` otherwise. Each call starts a new
-    /// span, so a caller takes one before and one after what it measures.
-    fn take_commit_peaks(&self) -> Option<CommitPeaks> {
-        None
-    }
-}
-
-/// The parts of a backend's commits, summed over every commit since the environment was
-/// opened (see [`Environment::commit_split`]). Whatever a commit spends outside them (the
-/// manifest, deleting old generations, closing retired files) is its total minus their sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CommitSplit {
-    /// Commits that returned `Ok` (one with nothing to write costs nothing).
-    pub commits: u64,
-    /// Merging each changed table's writes with its newest segments into new segments.
-    pub build: Duration,
-    /// Copying the new segments into their files (the page cache), starting their write-back.
-    pub file: Duration,
-    /// Waiting for that write-back to reach the device.
-    pub write_back: Duration,
-    /// The read-only snapshot that commits (flushes and commits the btrfs transaction).
-    pub snapshot: Duration,
-    /// Bytes of segment and manifest files the commits wrote themselves.
-    pub commit_bytes: u64,
-    /// Background merges the commits installed, and the bytes those merges wrote.
-    pub merges: u64,
-    /// See `merges`.
-    pub merged_bytes: u64,
-}
-
-/// The largest writes of a span of commits (see [`Environment::take_commit_peaks`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CommitPeaks {
-    /// Bytes the largest background merge wrote (0: none was installed).
-    pub largest_merge_bytes: u64,
-    /// Bytes of its table's files once that merge was in place.
-    pub largest_merge_table_bytes: u64,
-    /// Bytes the largest commit wrote itself (its segments, merges within the commit
-    /// included, and its manifest).
-    pub largest_commit_bytes: u64,
-}
-
-impl CommitPeaks {
-    /// Takes in one commit's figures.
-    pub fn add(&mut self, merge_bytes: u64, merge_table_bytes: u64, commit_bytes: u64) {
-        if merge_bytes > self.largest_merge_bytes {
-            self.largest_merge_bytes = merge_bytes;
-            self.largest_merge_table_bytes = merge_table_bytes;
-        }
-        self.largest_commit_bytes = self.largest_commit_bytes.max(commit_bytes);
-    }
-}
-
-impl CommitSplit {
-    /// `self - earlier`, part by part (saturating).
-    #[must_use]
-    pub fn since(&self, earlier: &CommitSplit) -> CommitSplit {
-        CommitSplit {
-            commits: self.commits.saturating_sub(earlier.commits),
-            build: self.build.saturating_sub(earlier.build),
-            file: self.file.saturating_sub(earlier.file),
-            write_back: self.write_back.saturating_sub(earlier.write_back),
-            snapshot: self.snapshot.saturating_sub(earlier.snapshot),
-            commit_bytes: self.commit_bytes.saturating_sub(earlier.commit_bytes),
-            merges: self.merges.saturating_sub(earlier.merges),
-            merged_bytes: self.merged_bytes.saturating_sub(earlier.merged_bytes),
-        }
     }
 }
 

@@ -7,27 +7,88 @@
 //!
 //! The engine's block cache takes its default size from the memory available to the process
 //! (butter_db's `memory::default_block_cache_bytes`: an eighth of its memory cgroup's limit,
-//! or of the machine's RAM, between 8 MiB and 1 GiB). Lighthouse's slasher configuration has
-//! no setting for it, so the environment variable `BUTTER_DB_CACHE_MIB`
-//! ([`BUTTER_CACHE_MIB_VAR`]) overrides it, in MiB.
+//! or of the machine's RAM, between 8 MiB and 1 GiB). [`BackendConfig::butter_cache_bytes`]
+//! sets it; when that is `None`, the operator's environment variable `BUTTER_DB_CACHE_MIB`
+//! ([`BUTTER_CACHE_MIB_VAR`], in MiB) does, since Lighthouse's slasher configuration has no
+//! setting for it. This module is the one place that reads the variable.
+//!
+//! The adapter keeps the engine's statistics about its commits ([`crate::stats`]): each
+//! commit's `butter_db::CommitInfo` is added to [`CommitStats`], which
+//! [`backend::Environment::stats`] returns.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::backend::{self, CommitPeaks, CommitSplit};
+use crate::backend;
 use crate::config::{BackendConfig, BUTTER_CACHE_MIB_VAR};
 use crate::error::Error;
+use crate::stats::{CommitPeaks, CommitTotals, EngineStats};
 use crate::tables::OpenDatabases;
 
 /// A butter_db environment.
 #[derive(Debug)]
 pub struct Environment {
     env: butter_db::Env,
-    /// Every commit's `CommitInfo`, summed (for [`backend::Environment::commit_split`]), and
-    /// its peaks since they were last taken.
-    commits: Mutex<(CommitSplit, CommitPeaks)>,
+    commits: CommitStats,
+}
+
+/// Every commit's `CommitInfo`, summed, and its peaks since they were last taken: the
+/// [`EngineStats`] of a butter_db environment.
+#[derive(Debug, Default)]
+pub struct CommitStats(Mutex<(CommitTotals, CommitPeaks, MemoryFigures)>);
+
+/// The engine's memory accounting after the last commit, by name ([`EngineStats::memory`]).
+type MemoryFigures = Vec<(&'static str, u64)>;
+
+impl CommitStats {
+    /// Takes in one commit. The named parts of its time go to the report by name: a new part
+    /// of `CommitInfo` is one more line here.
+    fn record(&self, info: &butter_db::CommitInfo) {
+        let us = Duration::from_micros;
+        let (totals, peaks, memory) = &mut *self.0.lock();
+        totals.commits += 1;
+        totals.add_part("build", us(info.build_us));
+        totals.add_part("file", us(info.file_us));
+        totals.add_part("write_back", us(info.write_back_us));
+        let written = info.build_us + info.file_us + info.write_back_us;
+        totals.add_part("manifest", us(info.write_us.saturating_sub(written)));
+        totals.add_part("snapshot", us(info.snapshot_us));
+        totals.commit_bytes += info.bytes_written;
+        totals.merges += info.merges_installed as u64;
+        totals.merged_bytes += info.merged_bytes;
+        peaks.add(
+            info.largest_merge_bytes,
+            info.largest_merge_table_bytes,
+            info.bytes_written,
+        );
+        let m = &info.memory;
+        *memory = vec![
+            ("budget", m.budget_bytes),
+            ("cache", m.cache_bytes),
+            ("cache_room", m.cache_room_bytes),
+            ("indexes", m.index_bytes),
+            ("txn_peak", info.txn_peak_memory_bytes),
+            ("txn_budget", m.memtable_budget_bytes),
+            ("pressure_level", u64::from(m.pressure_level)),
+            ("cgroup_anon", m.cgroup_anon_bytes.unwrap_or(0)),
+        ];
+    }
+}
+
+impl EngineStats for CommitStats {
+    fn commit_totals(&self) -> CommitTotals {
+        self.0.lock().0.clone()
+    }
+
+    fn take_commit_peaks(&self) -> CommitPeaks {
+        std::mem::take(&mut self.0.lock().1)
+    }
+
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        self.0.lock().2.clone()
+    }
 }
 
 /// A table handle.
@@ -38,7 +99,7 @@ pub struct Database(butter_db::TableHandle);
 #[derive(Debug)]
 pub struct RwTransaction<'env> {
     txn: butter_db::WriteTxn<'env>,
-    commits: &'env Mutex<(CommitSplit, CommitPeaks)>,
+    commits: &'env CommitStats,
 }
 
 /// A cursor on one table of a write transaction.
@@ -105,13 +166,17 @@ impl backend::Environment for Environment {
 
     fn open(config: &BackendConfig) -> Result<Self, Error> {
         let mut builder = butter_db::Env::builder(&config.path);
-        if let Some(bytes) = cache_bytes_from_env()? {
+        let cache_bytes = match config.butter_cache_bytes {
+            Some(bytes) => Some(bytes),
+            None => cache_bytes_from_env()?,
+        };
+        if let Some(bytes) = cache_bytes {
             builder = builder.block_cache_bytes(bytes);
         }
         let env = builder.open()?;
         Ok(Environment {
             env,
-            commits: Mutex::default(),
+            commits: CommitStats::default(),
         })
     }
 
@@ -137,12 +202,8 @@ impl backend::Environment for Environment {
         true
     }
 
-    fn commit_split(&self) -> Option<CommitSplit> {
-        Some(self.commits.lock().0)
-    }
-
-    fn take_commit_peaks(&self) -> Option<CommitPeaks> {
-        Some(std::mem::take(&mut self.commits.lock().1))
+    fn stats(&self) -> Option<&dyn EngineStats> {
+        Some(&self.commits)
     }
 }
 
@@ -173,21 +234,7 @@ impl<'env> backend::RwTransaction for RwTransaction<'env> {
 
     fn commit(self) -> Result<(), Error> {
         let info = self.txn.commit()?;
-        let us = Duration::from_micros;
-        let (c, peaks) = &mut *self.commits.lock();
-        c.commits += 1;
-        c.build += us(info.build_us);
-        c.file += us(info.file_us);
-        c.write_back += us(info.write_back_us);
-        c.snapshot += us(info.snapshot_us);
-        c.commit_bytes += info.bytes_written;
-        c.merges += info.merges_installed as u64;
-        c.merged_bytes += info.merged_bytes;
-        peaks.add(
-            info.largest_merge_bytes,
-            info.largest_merge_table_bytes,
-            info.bytes_written,
-        );
+        self.commits.record(&info);
         Ok(())
     }
 }

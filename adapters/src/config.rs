@@ -16,8 +16,9 @@ pub use crate::cleanup::{
 pub const DEFAULT_MAX_DB_SIZE_MBS: usize = 512 * 1024;
 
 /// The environment variable that sets butter_db's block cache size in MiB for the butter
-/// backend (unset: the engine's default, from the memory available to the process).
-/// Lighthouse's slasher configuration has no such setting.
+/// backend when [`BackendConfig::butter_cache_bytes`] does not (unset: the engine's default,
+/// from the memory available to the process): the operator's knob, since Lighthouse's slasher
+/// configuration has no such setting. Read by the butter adapter alone.
 pub const BUTTER_CACHE_MIB_VAR: &str = "BUTTER_DB_CACHE_MIB";
 
 /// Which storage engine to use. Parsed from / displayed as lowercase names, like Lighthouse's
@@ -143,6 +144,9 @@ pub struct BackendConfig {
     pub max_db_size_mbs: usize,
     /// Commit durability.
     pub durability: Durability,
+    /// butter_db's block cache in bytes; `None`: [`BUTTER_CACHE_MIB_VAR`] if set, else the
+    /// engine's default. Other backends ignore it.
+    pub butter_cache_bytes: Option<usize>,
 }
 
 impl BackendConfig {
@@ -168,6 +172,7 @@ impl BackendConfig {
             path: path.into(),
             max_db_size_mbs: DEFAULT_MAX_DB_SIZE_MBS,
             durability: Durability::Immediate,
+            butter_cache_bytes: None,
         }
     }
 }

@@ -50,6 +50,7 @@ pub mod config;
 pub mod error;
 #[cfg(feature = "slasher")]
 pub mod slasher;
+pub mod stats;
 pub mod tables;
 pub mod timed;
 
@@ -65,10 +66,11 @@ pub mod redb;
 #[cfg(feature = "test-utils")]
 pub mod conformance;
 
-pub use backend::{CommitPeaks, CommitSplit, Cursor, Environment, Key, RwTransaction, Value};
+pub use backend::{Cursor, Environment, Key, RwTransaction, Value};
 pub use cleanup::{destroy_database_dir, DatabaseDirGuard};
 pub use config::{BackendConfig, DatabaseBackend, Durability, BUTTER_CACHE_MIB_VAR};
 pub use error::Error;
+pub use stats::{CommitPeaks, CommitTotals, EngineStats};
 pub use tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};
 
 /// Something to run with a backend chosen at run time (see [`with_backend`]).

@@ -133,12 +133,8 @@ impl<E: Environment> Environment for Timed<E> {
         self.inner.durable()
     }
 
-    fn commit_split(&self) -> Option<crate::backend::CommitSplit> {
-        self.inner.commit_split()
-    }
-
-    fn take_commit_peaks(&self) -> Option<crate::backend::CommitPeaks> {
-        self.inner.take_commit_peaks()
+    fn stats(&self) -> Option<&dyn crate::stats::EngineStats> {
+        self.inner.stats()
     }
 }
 

@@ -117,3 +117,30 @@ fn butter_database_size_counts_the_newest_generation() {
     assert_eq!(size, files, "the live files: {:?}", env.filenames());
     drop(env);
 }
+
+/// `BackendConfig::butter_cache_bytes` sizes the engine's block cache (the replay's
+/// `--butter-cache-mib` reaches the engine this way, not through the environment).
+#[cfg(feature = "butter")]
+#[test]
+fn butter_cache_size_comes_from_the_backend_config() {
+    use slasher_adapters::{butter, BackendConfig, Environment};
+    let Some(base) = butter_test_support::btrfs_base("butter cache size") else {
+        return;
+    };
+    // Removed with its read-only snapshots, which a plain temporary directory would leave.
+    let guard = slasher_adapters::cleanup::DatabaseDirGuard::new(
+        tempfile::Builder::new()
+            .prefix("cache-size-")
+            .tempdir_in(base)
+            .expect("temp dir on btrfs")
+            .keep(),
+    );
+    for bytes in [3 << 20, 5 << 20] {
+        let config = BackendConfig {
+            butter_cache_bytes: Some(bytes),
+            ..BackendConfig::new(guard.path())
+        };
+        let env = butter::Environment::open(&config).expect("open");
+        assert_eq!(env.env().block_cache_bytes(), bytes);
+    }
+}

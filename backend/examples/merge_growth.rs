@@ -42,8 +42,8 @@ impl Rng {
 }
 
 fn fs_used(dir: &Path) -> u64 {
-    let st = nix::sys::statvfs::statvfs(dir).expect("statvfs");
-    (st.blocks() - st.blocks_free()) * st.fragment_size()
+    let st = rustix::fs::statvfs(dir).expect("statvfs");
+    (st.f_blocks - st.f_bfree) * st.f_frsize
 }
 
 #[derive(Default)]

@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 
 pub mod admin;
+pub mod budget;
 mod cursor;
 mod env;
 mod error;

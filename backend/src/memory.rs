@@ -87,6 +87,16 @@ impl MemoryCgroup {
         limit.filter(|&l| l < UNLIMITED)
     }
 
+    /// The anonymous memory charged to this cgroup and its children, in bytes: what reclaim
+    /// cannot take back by dropping page cache (v1 `memory.stat`'s `total_rss`, v2's `anon`).
+    pub fn anon_bytes(&self) -> Option<u64> {
+        let stat = self.dir.join("memory.stat");
+        match self.version {
+            CgroupVersion::V1 => stat_value(&stat, "total_rss"),
+            CgroupVersion::V2 => stat_value(&stat, "anon"),
+        }
+    }
+
     /// How many processes the kernel's OOM killer has killed in this cgroup (v1
     /// `memory.oom_control`, v2 `memory.events`: `oom_kill`), if the kernel counts them.
     pub fn oom_kills(&self) -> Option<u64> {

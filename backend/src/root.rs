@@ -378,10 +378,11 @@ pub fn lock_held(dir: &Path) -> std::io::Result<bool> {
     if !file.metadata()?.is_file() {
         return Ok(false);
     }
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(_released_on_drop) => Ok(false),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
-        Err((_, e)) => Err(e.into()),
+    // Taken on `file`, so released when `file` is closed at the end of this function.
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(false),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(true),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -106,7 +106,7 @@ impl<'env> WriteTxn<'env> {
         base: Arc<Version>,
     ) -> Self {
         let tables = base.tables.len();
-        let chunk = chunk_bytes_for(env.memtable_budget());
+        let chunk = chunk_bytes_for(env.budget.memtable_share());
         let memtables = (0..tables).map(|_| Memtable::with_chunk(chunk)).collect();
         let hints = new_hints(&base);
         WriteTxn {
@@ -130,7 +130,7 @@ impl<'env> WriteTxn<'env> {
     /// the value chunks kept from the last transaction for reuse.
     pub fn memory_bytes(&self) -> u64 {
         // Every spare chunk is of the environment's chunk size (`Memtable::recycle_chunks`).
-        let chunk = chunk_bytes_for(self.env.memtable_budget());
+        let chunk = chunk_bytes_for(self.env.budget.memtable_share());
         self.mem_heap + (self.writer.spare_chunks.len() * chunk) as u64
     }
 
@@ -162,6 +162,7 @@ impl<'env> WriteTxn<'env> {
             while self.memory_bytes() > budget && self.writer.spare_chunks.pop().is_some() {}
         }
         self.peak_memory = self.peak_memory.max(self.memory_bytes());
+        self.env.budget.note_memtable(self.memory_bytes());
         Ok(())
     }
 
@@ -230,7 +231,7 @@ impl<'env> WriteTxn<'env> {
             Some(i) => i,
             None => {
                 self.new_tables.push(name.to_string());
-                let chunk = chunk_bytes_for(self.env.memtable_budget());
+                let chunk = chunk_bytes_for(self.env.budget.memtable_share());
                 self.memtables.push(Memtable::with_chunk(chunk));
                 self.runs.push(Vec::new());
                 self.stacked.push(None);
@@ -329,7 +330,7 @@ impl<'env> WriteTxn<'env> {
     /// After any error the environment is poisoned: reads still see the previous commit, and
     /// writes are refused with [`Error::Poisoned`] until it is reopened.
     pub fn commit(mut self) -> Result<CommitInfo> {
-        let info = self.env.commit(
+        let mut info = self.env.commit(
             &mut self.writer,
             &self.base,
             &self.new_tables,
@@ -337,6 +338,7 @@ impl<'env> WriteTxn<'env> {
             &self.runs,
             &self.dead,
         )?;
+        info.txn_peak_memory_bytes = self.peak_memory;
         // The runs are the new generation's segments now (or merged away by the commit).
         self.runs.clear();
         self.dead.clear();
@@ -374,6 +376,8 @@ impl Drop for WriteTxn<'_> {
         for m in &mut self.memtables {
             m.recycle_chunks(&mut kept);
         }
+        let chunk = chunk_bytes_for(self.env.budget.memtable_share());
+        self.env.budget.note_memtable((kept.len() * chunk) as u64);
         self.writer.spare_chunks = kept;
     }
 }

@@ -543,6 +543,44 @@ fn sync_and_reflink() {
     assert_eq!(read(&work.join("pieces")), whole);
 }
 
+/// Whether `path` has the nodatacow attribute (`C` in `lsattr -d`).
+fn is_nodatacow(path: &Path) -> bool {
+    let out = run(Command::new("lsattr").arg("-d").arg(path));
+    let attrs = out
+        .split_whitespace()
+        .next()
+        .expect("lsattr prints the attributes");
+    attrs.contains('C')
+}
+
+/// `Fs::clone_file` from a plain directory into a nodatacow (`chattr +C`) one and back: btrfs
+/// refuses to clone between a file with data checksums and one without, so the new file must
+/// be given the source's flag (`FS_IOC_GETFLAGS`, then `FS_IOC_SETFLAGS` on the empty
+/// destination) whatever its directory would give it.
+#[test]
+fn clone_file_between_nodatacow_and_plain_directories() {
+    let Some(base) = btrfs_dir("clone_nodatacow") else {
+        return;
+    };
+    let scratch = Scratch::new(&base, "nodatacow");
+    let plain = scratch.join("plain");
+    let nocow = scratch.join("nocow");
+    fs::create_dir(&plain).unwrap();
+    fs::create_dir(&nocow).unwrap();
+    run(Command::new("chattr").arg("+C").arg(&nocow));
+    assert!(is_nodatacow(&nocow) && !is_nodatacow(&plain));
+    let data: Vec<u8> = (0..256u32 << 10).map(|i| (i % 253) as u8).collect();
+    for (from, to, source_nocow) in [(&plain, &nocow, false), (&nocow, &plain, true)] {
+        let src = from.join("src");
+        BtrfsFs.write_new_file(&src, &data, 0o600).unwrap();
+        assert_eq!(is_nodatacow(&src), source_nocow, "{}", src.display());
+        let dst = to.join("dst");
+        BtrfsFs.clone_file(&src, &dst, 0o600).unwrap();
+        assert_eq!(is_nodatacow(&dst), source_nocow, "{}", dst.display());
+        assert_eq!(read(&dst), data, "{}", dst.display());
+    }
+}
+
 // ---- Unprivileged use ----------------------------------------------------------------------
 
 /// Whether this process runs as root (effective uid 0), from /proc/self/status.

@@ -173,7 +173,14 @@ fn foreign_generations_and_lock_are_refused() {
     assert_foreign(Env::open_path(&a), &a.join("butter.lock"));
     assert_eq!(std::fs::read(a.join("butter.lock/theirs")).unwrap(), b"x");
     std::fs::remove_dir_all(a.join("butter.lock")).unwrap();
-    nix::unistd::mkfifo(&a.join("butter.lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        a.join("butter.lock"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::RWXU,
+        0,
+    )
+    .unwrap();
     assert_foreign(Env::open_path(&a), &a.join("butter.lock"));
     assert!(std::fs::symlink_metadata(a.join("butter.lock"))
         .unwrap()

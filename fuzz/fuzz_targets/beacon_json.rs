@@ -5,7 +5,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use slasher_adapters::slasher::types::IndexedAttestation;
-use slasher_bench::beacon_api::{self, ApiAttestation, AttestationsResponse, HeaderResponse};
+use slasher_bench::fixtures::beacon_api::{
+    self, ApiAttestation, AttestationsResponse, HeaderResponse,
+};
 use ssz::Encode;
 use std::path::Path;
 

@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     if std::fs::write(scratch(), data).is_err() {
         return;
     }
-    if let Ok(reader) = slasher_bench::fixture::FixtureReader::open(scratch()) {
+    if let Ok(reader) = slasher_bench::fixtures::file::FixtureReader::open(scratch()) {
         for batch in reader {
             if batch.is_err() {
                 break;

@@ -37,6 +37,8 @@ The edits, all in the checkout (none of Lighthouse's text is kept in this reposi
                                        counts only top-level files, a few KB for butter);
   slasher/Cargo.toml                   feature `butter` and the path dependency on ADAPTERS_DIR
                                        with default features off (no second LMDB/MDBX/redb);
+                                       serde_json (the workspace's) as a dev-dependency, for
+                                       the replay runner example's JSON lines;
   lighthouse/Cargo.toml                feature `slasher-butter`;
   testing/simulator/src/butter_slashing_sim.rs  copied from slashing_sim.rs: the scenario
                                        `simulator butter-slashing-sim` (docs/lighthouse.md §6);
@@ -117,6 +119,15 @@ class Tree:
 
     def insert_after(self, rel, table, key, new_lines):
         lines, i = self.toml_entry(rel, table, key)
+        self.files[rel] = "\n".join(lines[: i + 1] + new_lines + lines[i + 1 :])
+
+    def insert_after_header(self, rel, table, new_lines):
+        """Inserts `new_lines` first in `[table]`, whose header must occur exactly once."""
+        lines = self.text(rel).split("\n")
+        found = [i for i, line in enumerate(lines) if re.match(rf"\s*\[{re.escape(table)}\]\s*(#.*)?$", line)]
+        if len(found) != 1:
+            raise Moved(f"{rel}: expected 1 table [{table}], found {len(found)}")
+        i = found[0]
         self.files[rel] = "\n".join(lines[: i + 1] + new_lines + lines[i + 1 :])
 
     def set_entry(self, rel, table, key, new_line):
@@ -276,6 +287,8 @@ def patch(tree, here, adapters, deps):
     slasher = "slasher/Cargo.toml"
     tree.insert_after(slasher, "features", "redb", [MARKER, 'butter = ["dep:slasher-adapters"]'])
     tree.insert_after(slasher, "dependencies", "redb", [MARKER, adapters_dep])
+    # The replay runner (an example of the slasher crate) writes its rows as JSON lines.
+    tree.insert_after_header(slasher, "dev-dependencies", [MARKER, "serde_json = { workspace = true }"])
     tree.insert_after(
         "lighthouse/Cargo.toml",
         "features",

@@ -5,22 +5,25 @@
 // as the example `slasher/examples/butter_replay.rs` and builds it there, so that it runs
 // Lighthouse's `Slasher` with Lighthouse's backends (and butter through the glue).
 //
-//   butter_replay FIXTURE DB_DIR OUT_CSV BACKEND BATCHES HISTORY CHUNK VALIDATOR_CHUNK
+//   butter_replay FIXTURE DB_DIR OUT_JSONL BACKEND BATCHES HISTORY CHUNK VALIDATOR_CHUNK
 //
 // Per fixture batch it does what `slasher-bench replay` does with an update period of one slot:
 // queue the batch's block headers and indexed attestations, then time `process_queued(epoch)`
-// and `prune_database(epoch)`, and harvest the slashings found. It writes a CSV that
-// `slasher-bench import-client` turns into a report row (`lighthouse:<backend>@<fs>`):
-//   # butter_replay lighthouse=REV backend=B history=H chunk=C validator_chunk=K batches=N
-//   index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,
-//   attester_slashings,proposer_slashings,slashings
-//   ... one line per batch ...
-//   # end batches=N elapsed_s=S peak_rss_bytes=R
+// and `prune_database(epoch)`, and harvest the slashings found. It writes JSON lines (serde_json,
+// a dev-dependency patch.py gives the slasher crate) that `slasher-bench import-client` turns
+// into a report row (`lighthouse:<backend>@<fs>`); slasher-bench/src/replay/client.rs parses them
+// with one serde struct per kind of line, and refuses unknown fields:
+//   {"kind":"settings","lighthouse":REV,"backend":B,"history":H,"chunk":C,
+//    "validator_chunk":K,"batches":N}
+//   {"kind":"batch","index":..,"slot":..,"current_epoch":..,"headers":..,"attestations":..,
+//    "wall_ms":..,"process_ms":..,"prune_ms":..,"attester_slashings":..,
+//    "proposer_slashings":..,"slashings":[..]}        ... one line per batch ...
+//   {"kind":"end","batches":N,"elapsed_s":S,"peak_rss_bytes":R}
 // where `slashings` lists every slashing found as `A` (attester) or `P` (proposer) followed by
-// its SSZ bytes in hex, sorted, separated by `|`; REV is the Lighthouse commit the script built
+// its SSZ bytes in hex, sorted; REV is the Lighthouse commit the script built
 // (BUTTER_LIGHTHOUSE_REV at build time) and R the process's VmHWM.
 //
-// The fixture format is the project's (slasher-bench/src/fixture/format.rs): a 32-byte header,
+// The fixture format is the project's (slasher-bench/src/fixtures/file/format.rs): a 32-byte header,
 // a JSON manifest (skipped here), then per batch a 16-byte record header and a zlib payload
 // holding SSZ `SignedBeaconBlockHeader`s and `IndexedAttestation`s. Record CRCs are
 // checked; the manifest's whole-file digest is left to `slasher-bench inspect`.
@@ -146,7 +149,7 @@ impl FixtureReader {
 fn run(args: &[String]) -> Res<()> {
     let [fixture, db_dir, out, backend, batches, history, chunk, validator_chunk] = args else {
         return Err(
-            "usage: butter_replay FIXTURE DB_DIR OUT_CSV BACKEND BATCHES HISTORY \
+            "usage: butter_replay FIXTURE DB_DIR OUT_JSONL BACKEND BATCHES HISTORY \
                     CHUNK VALIDATOR_CHUNK"
                 .into(),
         );
@@ -156,9 +159,11 @@ fn run(args: &[String]) -> Res<()> {
     config.backend = backend
         .parse::<DatabaseBackend>()
         .map_err(|_| format!("backend {backend:?} is not compiled in"))?;
-    config.history_length = number(history)?;
-    config.chunk_size = number(chunk)?;
-    config.validator_chunk_size = number(validator_chunk)?;
+    let (history, chunk, validator_chunk) =
+        (number(history)?, number(chunk)?, number(validator_chunk)?);
+    config.history_length = history;
+    config.chunk_size = chunk;
+    config.validator_chunk_size = validator_chunk;
     let limit = number(batches)?;
 
     // Mainnet's Electra fork epoch (May 2025). Lighthouse releases before Electra was
@@ -170,16 +175,19 @@ fn run(args: &[String]) -> Res<()> {
     let slasher = Slasher::<E>::open(config, spec, logging::test_logger())
         .map_err(|e| format!("opening the slasher: {e:?}"))?;
     let mut reader = FixtureReader::open(fixture)?;
-    let mut csv = BufWriter::new(File::create(out).map_err(|e| format!("{out}: {e}"))?);
-    writeln!(
-        csv,
-        "# butter_replay lighthouse={} backend={backend} history={history} chunk={chunk} \
-         validator_chunk={validator_chunk} batches={limit}\n\
-         index,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
-         attester_slashings,proposer_slashings,slashings",
-        option_env!("BUTTER_LIGHTHOUSE_REV").unwrap_or("unknown")
-    )
-    .map_err(|e| e.to_string())?;
+    let mut rows = BufWriter::new(File::create(out).map_err(|e| format!("{out}: {e}"))?);
+    let mut write_row = |row: serde_json::Value| {
+        writeln!(rows, "{row}").map_err(|e| format!("{out}: {e}"))
+    };
+    write_row(serde_json::json!({
+        "kind": "settings",
+        "lighthouse": option_env!("BUTTER_LIGHTHOUSE_REV").unwrap_or("unknown"),
+        "backend": backend,
+        "history": history,
+        "chunk": chunk,
+        "validator_chunk": validator_chunk,
+        "batches": limit,
+    }))?;
     let loop_start = Instant::now();
     let mut done = 0;
     while done < limit {
@@ -219,32 +227,35 @@ fn run(args: &[String]) -> Res<()> {
             .chain(proposer.iter().map(|s| hex('P', s.as_ssz_bytes())))
             .collect();
         found.sort();
-        writeln!(
-            csv,
-            "{},{},{},{headers},{attestations},{wall_ms:.3},{process_ms:.3},{prune_ms:.3},{},{},{}",
-            batch.index,
-            batch.slot,
-            batch.current_epoch,
-            attester.len(),
-            proposer.len(),
-            found.join("|")
-        )
-        .map_err(|e| e.to_string())?;
+        write_row(serde_json::json!({
+            "kind": "batch",
+            "index": batch.index,
+            "slot": batch.slot,
+            "current_epoch": batch.current_epoch,
+            "headers": headers,
+            "attestations": attestations,
+            "wall_ms": wall_ms,
+            "process_ms": process_ms,
+            "prune_ms": prune_ms,
+            "attester_slashings": attester.len(),
+            "proposer_slashings": proposer.len(),
+            "slashings": found,
+        }))?;
         done += 1;
         eprintln!(
             "batch {} (epoch {}): {wall_ms:.1} ms",
             batch.index, batch.current_epoch
         );
     }
-    writeln!(
-        csv,
-        "# end batches={done} elapsed_s={:.3} peak_rss_bytes={}",
-        loop_start.elapsed().as_secs_f64(),
-        peak_rss_bytes().unwrap_or(0)
-    )
-    .map_err(|e| e.to_string())?;
-    csv.flush().map_err(|e| e.to_string())?;
-    eprintln!("{done} batches replayed through Lighthouse's slasher ({backend}); CSV: {out}");
+    write_row(serde_json::json!({
+        "kind": "end",
+        "batches": done,
+        "elapsed_s": loop_start.elapsed().as_secs_f64(),
+        "peak_rss_bytes": peak_rss_bytes().unwrap_or(0),
+    }))?;
+    drop(write_row);
+    rows.flush().map_err(|e| e.to_string())?;
+    eprintln!("{done} batches replayed through Lighthouse's slasher ({backend}); rows: {out}");
     Ok(())
 }
 

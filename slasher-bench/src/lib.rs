@@ -1,30 +1,25 @@
-//! `slasher-bench` as a library: the replay fixture format ([`fixture`]), the committee shuffle
-//! ([`shuffle`]), and the producers of fixtures: the Beacon API importer ([`import`]), the live
-//! recorder ([`record`]) and the synthetic generator ([`generate`]).
+//! `slasher-bench` as a library, one module per job:
 //!
-//! The replay engine reads fixtures with [`fixture::FixtureReader`], which yields one
-//! [`fixture::Batch`] at a time.
+//! - [`fixtures`]: the fixture file and the commands that produce one (import, record,
+//!   generate, inject; the Beacon API responses and the committee shuffle they use).
+//! - [`replay`]: replaying a fixture through the slasher on every backend (with `fill`, `soak`
+//!   and the Lighthouse client's rows).
+//! - [`report`]: the report's schema, merging, the correctness gate and its renderings.
+//! - [`migrate`]: moving a slasher database from one backend to another.
+//! - [`system`]: what a run needs from the machine (filesystems, measurements, output
+//!   directories, cleanup, signals).
+//! - [`errors`]: how the binary prints an error.
+//!
+//! The replay reads fixtures with [`fixtures::file::FixtureReader`], which yields one
+//! [`fixtures::file::Batch`] at a time.
 #![warn(missing_docs)]
 
-pub mod beacon_api;
-pub mod clean;
-pub mod client;
-pub mod environment;
 pub mod errors;
-pub mod fill;
-pub mod fixture;
-pub mod generate;
-pub mod import;
-pub mod inject;
-pub mod interrupt;
-pub mod measure;
+pub mod fixtures;
 pub mod migrate;
-pub mod outdir;
-pub mod record;
 pub mod replay;
 pub mod report;
-pub mod shuffle;
-pub mod soak;
+pub mod system;
 
 /// `slasher-bench <version>`, recorded in manifests.
 pub const TOOL: &str = concat!("slasher-bench ", env!("CARGO_PKG_VERSION"));

@@ -10,11 +10,11 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use slasher_bench::fixture::{FixtureReader, Manifest};
-use slasher_bench::generate::{generate, GenerateOptions};
-use slasher_bench::import::{import_beacon_api, ImportOptions};
-use slasher_bench::inject::{inject, InjectOptions};
-use slasher_bench::record::{record, RecordOptions};
+use slasher_bench::fixtures::file::{FixtureReader, Manifest};
+use slasher_bench::fixtures::generate::{generate, GenerateOptions};
+use slasher_bench::fixtures::import::{import_beacon_api, ImportOptions};
+use slasher_bench::fixtures::inject::{inject, InjectOptions};
+use slasher_bench::fixtures::record::{record, RecordOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -63,16 +63,16 @@ enum Command {
     /// as their unprivileged owner. Removes only directories named
     /// slasher-bench-<backend>-<pid>-<time> holding a .slasher-bench-db marker; refuses anything
     /// else.
-    Clean(slasher_bench::clean::CleanArgs),
+    Clean(slasher_bench::system::clean::CleanArgs),
     /// Weeks of chain: generate a chain that wraps a short slasher history several times and
     /// replay it with samples of size, extents, snapshots, metadata and RSS (see
     /// docs/runs/soak.md §6).
-    Soak(slasher_bench::soak::SoakArgs),
+    Soak(slasher_bench::replay::soak::SoakArgs),
     /// Turn a replay through Lighthouse's own slasher (the CSV of scripts/lighthouse.sh's runner)
     /// into a report row `lighthouse:<backend>@<fs>`, which `report` merges beside the port's
     /// rows: the correctness gate then compares client and port, and the report gives the
     /// port's medians against the client's per phase.
-    ImportClient(slasher_bench::client::ImportClientArgs),
+    ImportClient(slasher_bench::replay::client::ImportClientArgs),
     /// Move a slasher database to another backend, history included (e.g. --from lmdb:DIR
     /// --to butter:DIR2): all nine tables copied entry for entry, verified, and renamed into
     /// place only when complete.
@@ -145,12 +145,12 @@ struct RecordArgs {
 #[derive(Debug, Args)]
 struct GenerateArgs {
     /// Active validators (default: about mainnet's active set in 2026).
-    #[arg(long, default_value_t = slasher_bench::generate::DEFAULT_VALIDATORS)]
+    #[arg(long, default_value_t = slasher_bench::fixtures::generate::DEFAULT_VALIDATORS)]
     validators: u64,
     /// Attestation shape: one aggregate per slot over several committees (electra, mainnet
     /// today) or one per committee (phase0, before Electra).
-    #[arg(long, value_enum, default_value_t = slasher_bench::generate::Fork::Electra)]
-    fork: slasher_bench::generate::Fork,
+    #[arg(long, value_enum, default_value_t = slasher_bench::fixtures::generate::Fork::Electra)]
+    fork: slasher_bench::fixtures::generate::Fork,
     /// Epochs (one batch per slot).
     #[arg(long)]
     epochs: u64,
@@ -159,7 +159,7 @@ struct GenerateArgs {
     seed: u64,
     /// First epoch (the default is about mainnet's in late 2026, so the slasher's whole history
     /// window lies before it, as on a node started today).
-    #[arg(long, default_value_t = slasher_bench::generate::DEFAULT_START_EPOCH)]
+    #[arg(long, default_value_t = slasher_bench::fixtures::generate::DEFAULT_START_EPOCH)]
     start_epoch: u64,
     /// Injected double votes.
     #[arg(long, default_value_t = 2)]
@@ -358,9 +358,9 @@ fn main() -> ExitCode {
         Command::Inspect(args) => run_inspect(args),
         Command::Replay(args) => slasher_bench::replay::run(args),
         Command::Report(args) => slasher_bench::report::run(args),
-        Command::Clean(args) => slasher_bench::clean::run(args),
-        Command::Soak(args) => slasher_bench::soak::run(args),
-        Command::ImportClient(args) => slasher_bench::client::run(args),
+        Command::Clean(args) => slasher_bench::system::clean::run(args),
+        Command::Soak(args) => slasher_bench::replay::soak::run(args),
+        Command::ImportClient(args) => slasher_bench::replay::client::run(args),
         Command::Migrate(args) => slasher_bench::migrate::run(args),
     };
     match outcome {

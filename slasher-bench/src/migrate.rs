@@ -374,12 +374,13 @@ fn check_destination(
         Err(e) => return Err(io_err("reading", &to.dir)(e)),
     };
     if let Some(needed) = to.backend.required_filesystem() {
-        let info =
-            crate::environment::probe_fs(&parent_canonical).map_err(|e| MigrateError::Io {
+        let info = crate::system::environment::probe_fs(&parent_canonical).map_err(|e| {
+            MigrateError::Io {
                 what: "statfs",
                 path: parent_canonical.clone(),
                 source: std::io::Error::other(e.to_string()),
-            })?;
+            }
+        })?;
         if info.fs_type != needed {
             return Err(MigrateError::DestinationFilesystem {
                 dir: to.dir.clone(),

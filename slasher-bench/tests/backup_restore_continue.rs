@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 
 use slasher_adapters::butter::Environment as Butter;
 use slasher_adapters::slasher::{Config, Slasher};
-use slasher_bench::fixture::{Batch, FixtureReader};
-use slasher_bench::generate::{generate, GenerateOptions};
+use slasher_bench::fixtures::file::{Batch, FixtureReader};
+use slasher_bench::fixtures::generate::{generate, GenerateOptions};
 use ssz::Encode;
 
 /// The last batch replayed before the backup (the fixture has 128).

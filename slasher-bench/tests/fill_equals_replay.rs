@@ -21,7 +21,7 @@ use slasher_adapters::cleanup::DatabaseDirGuard;
 use slasher_adapters::slasher::array::{Chunk, TileCodec};
 use slasher_adapters::slasher::{Config, Slasher};
 use slasher_adapters::tables::{MIN_TARGETS_DB, TABLE_NAMES};
-use slasher_bench::fill::{fill, RegularChain};
+use slasher_bench::replay::fill::{fill, RegularChain};
 
 const VALIDATORS: u64 = 600;
 const END_EPOCH: u64 = 1_000;

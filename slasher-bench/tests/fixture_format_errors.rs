@@ -5,8 +5,8 @@
 use slasher_adapters::slasher::types::{
     AttestationData, BeaconBlockHeader, Checkpoint, IndexedAttestation, SignedBeaconBlockHeader,
 };
-use slasher_bench::fixture::format::{FILE_HEADER_LEN, RECORD_HEADER_LEN, VERSION_OFFSET};
-use slasher_bench::fixture::{
+use slasher_bench::fixtures::file::format::{FILE_HEADER_LEN, RECORD_HEADER_LEN, VERSION_OFFSET};
+use slasher_bench::fixtures::file::{
     Batch, CommitteeAssignment, FixtureDescription, FixtureError, FixtureReader, FixtureWriter,
     Manifest, Provenance, SlasherConfigHint, SourceKind,
 };
@@ -326,7 +326,7 @@ fn swapped_records_fail_the_order_or_digest_check() {
 
 #[test]
 fn records_digest_mismatch_is_reported_after_the_last_batch() {
-    use slasher_bench::fixture::format::{crc32, HEADER_CRC_OFFSET, MANIFEST_CRC_OFFSET};
+    use slasher_bench::fixtures::file::format::{crc32, HEADER_CRC_OFFSET, MANIFEST_CRC_OFFSET};
     let dir = tempfile::tempdir().unwrap();
     let (path, manifest) = write_fixture(dir.path(), 2);
     let mut bytes = std::fs::read(&path).unwrap();

@@ -2,7 +2,9 @@
 //! `fixtures/README.md`, and says what the README says it is.
 
 use sha2::{Digest, Sha256};
-use slasher_bench::fixture::{CommitteeAssignment, ExpectedSlashing, FixtureReader, SourceKind};
+use slasher_bench::fixtures::file::{
+    CommitteeAssignment, ExpectedSlashing, FixtureReader, SourceKind,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -2,12 +2,13 @@
 //! (`FixtureReader::open` and every batch) and the Beacon API importer's decoding of one
 //! attestations or headers document (gzipped or not) into records.
 //!
-//! Each decoder gets `FUZZ_ITERATIONS` (default and floor 10,000) inputs mutated from a seed
-//! corpus by a SplitMix64 PRNG seeded from `FUZZ_SEED` (default 1), so a run reproduces.
-//! Mutations: truncation, bit flips, byte overwrites, extreme values (0, 1, u16::MAX, u32::MAX,
-//! u64::MAX) at the seed's length and count fields (for JSON: extreme decimal strings and hex
-//! strings of extreme lengths), splices of two seeds, range deletion, duplication and insertion.
-//! Fixture inputs are raw mutations, raw mutations with every CRC recomputed, or mutations of
+//! The loop, PRNG and mutator are the workspace's one fuzz runner,
+//! `butter_test_support::fuzz` (also behind the engine's decoder tier): each decoder gets
+//! `FUZZ_ITERATIONS` (default and floor 10,000) inputs, seeded from `FUZZ_SEED` (default 1), so
+//! a run reproduces. Mutations: truncation, bit flips, byte overwrites, extreme values (0, 1,
+//! u16::MAX, u32::MAX, u64::MAX, and here the fixture format's own caps) at the seed's length
+//! and count fields (for JSON: extreme decimal strings and hex strings of extreme lengths),
+//! splices of two seeds, range deletion, duplication and insertion. Fixture inputs are raw mutations, raw mutations with every CRC recomputed, or mutations of
 //! one decompressed payload (or the manifest JSON) re-encoded into a fully valid frame; JSON
 //! inputs are mutated raw, or as text and then gzipped. A panic is caught (`catch_unwind`),
 //! counted, its input saved and hex-dumped; an input taking 1 s or more is counted; the peak
@@ -16,26 +17,26 @@
 //! See docs/reliability-fuzz.md.
 
 use std::io::{Read, Write};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+
+use butter_test_support::fuzz::{
+    check, mutate, mutate_one, peak_vm_kib, put_le, run_tier, serial, Rng, Seed, EXTREMES,
+};
 
 use sha2::{Digest, Sha256};
 use slasher_adapters::slasher::types::{
     AttestationData, BeaconBlockHeader, Checkpoint, IndexedAttestation, SignedBeaconBlockHeader,
 };
-use slasher_bench::beacon_api::{
+use slasher_bench::fixtures::beacon_api::{
     self, ApiAttestation, ApiAttestationShape, AttestationsResponse, HeaderResponse,
 };
-use slasher_bench::fixture::format::{FILE_HEADER_LEN, RECORD_HEADER_LEN};
-use slasher_bench::fixture::{
+use slasher_bench::fixtures::file::format::{FILE_HEADER_LEN, RECORD_HEADER_LEN};
+use slasher_bench::fixtures::file::{
     Batch, CommitteeAssignment, FixtureDescription, FixtureReader, FixtureWriter, Provenance,
     SlasherConfigHint, SourceKind,
 };
 use ssz::Encode;
 
-const EXTREMES: [u64; 5] = [0, 1, u16::MAX as u64, u32::MAX as u64, u64::MAX];
 /// The fixture format's own limits and one past them (manifest 16 MiB, compressed record
 /// 256 MiB, payload 1 GiB), written at length fields a quarter of the time.
 const LIMITS: [u64; 6] = [
@@ -46,306 +47,6 @@ const LIMITS: [u64; 6] = [
     1 << 30,
     (1 << 30) + 1,
 ];
-/// Each input must decode within this much of the thread's CPU time (not wall time: see
-/// `butter_test_support::thread_cpu_time`).
-const TIME_LIMIT: Duration = Duration::from_secs(1);
-const RSS_LIMIT_MIB: u64 = 512;
-/// Bound on the peak virtual memory growth: thread arenas and scratch buffers stay far below;
-/// one reservation of a 1 GiB length field does not.
-const VM_LIMIT_MIB: u64 = 768;
-
-/// Inputs per decoder: `FUZZ_ITERATIONS` if larger than the floor of 10,000.
-fn iterations() -> u64 {
-    std::env::var("FUZZ_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-        .max(10_000)
-}
-
-fn base_seed() -> u64 {
-    std::env::var("FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-}
-
-/// SplitMix64: small, deterministic, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (`0` if `n` is 0).
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-    /// Uniform in `lo..=hi`.
-    fn between(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below(hi - lo + 1)
-    }
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-}
-
-/// A seed input and where its length/count fields are: (offset, width in bytes).
-#[derive(Clone)]
-struct Seed {
-    bytes: Vec<u8>,
-    fields: Vec<(usize, usize)>,
-}
-
-fn put_le(b: &mut [u8], at: usize, width: usize, value: u64) {
-    for (i, byte) in value.to_le_bytes().iter().take(width).enumerate() {
-        if let Some(slot) = b.get_mut(at + i) {
-            *slot = *byte;
-        }
-    }
-}
-
-/// One mutated copy of a random seed (binary mutations).
-fn mutate(rng: &mut Rng, seeds: &[Seed]) -> Vec<u8> {
-    let seed = &seeds[rng.below(seeds.len())];
-    mutate_one(rng, seed, seeds)
-}
-
-fn mutate_one(rng: &mut Rng, seed: &Seed, splice_from: &[Seed]) -> Vec<u8> {
-    let mut b = seed.bytes.clone();
-    for _ in 0..rng.between(1, 3) {
-        match rng.below(9) {
-            0 => {
-                let at = rng.between(0, b.len());
-                b.truncate(at);
-            }
-            1 => {
-                for _ in 0..rng.between(1, 8) {
-                    if !b.is_empty() {
-                        let i = rng.below(b.len());
-                        b[i] ^= 1 << rng.below(8);
-                    }
-                }
-            }
-            2 => {
-                for _ in 0..rng.between(1, 8) {
-                    if !b.is_empty() {
-                        let i = rng.below(b.len());
-                        b[i] = [0u8, 1, 0x7f, 0x80, 0xff, rng.byte()][rng.below(6)];
-                    }
-                }
-            }
-            3 | 4 => {
-                let value = if rng.chance(4) {
-                    LIMITS[rng.below(LIMITS.len())]
-                } else {
-                    EXTREMES[rng.below(EXTREMES.len())]
-                };
-                let (at, width) = if !seed.fields.is_empty() && !rng.chance(5) {
-                    seed.fields[rng.below(seed.fields.len())]
-                } else {
-                    (rng.below(b.len().max(1)), [2, 4, 8][rng.below(3)])
-                };
-                put_le(&mut b, at, width, value);
-            }
-            5 => {
-                let other = &splice_from[rng.below(splice_from.len())].bytes;
-                let from = rng.between(0, other.len());
-                let to = rng.between(from, other.len().min(from + 4096));
-                let at = rng.between(0, b.len());
-                let end = rng.between(at, b.len().min(at + 4096));
-                b.splice(at..end, other[from..to].iter().copied());
-            }
-            6 => {
-                let at = rng.between(0, b.len());
-                let end = rng.between(at, b.len().min(at + 256));
-                b.drain(at..end);
-            }
-            7 => {
-                let at = rng.between(0, b.len());
-                let end = rng.between(at, b.len().min(at + 256));
-                let copy = b[at..end].to_vec();
-                let to = rng.between(0, b.len());
-                b.splice(to..to, copy);
-            }
-            _ => {
-                let at = rng.between(0, b.len());
-                let junk: Vec<u8> = (0..rng.between(1, 32)).map(|_| rng.byte()).collect();
-                b.splice(at..at, junk);
-            }
-        }
-    }
-    b
-}
-
-fn hex_dump(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    for (i, chunk) in bytes.chunks(32).take(16).enumerate() {
-        out.push_str(&format!("  {:06x}  {}\n", i * 32, hex::encode(chunk)));
-    }
-    if bytes.len() > 512 {
-        out.push_str(&format!("  ... ({} bytes in all)\n", bytes.len()));
-    }
-    out
-}
-
-/// Peak resident set size of this process, in KiB (`VmHWM`).
-fn peak_rss_kib() -> u64 {
-    status_kib("VmHWM:")
-}
-
-/// Peak virtual memory size of this process, in KiB (`VmPeak`): catches a large allocation
-/// that is never touched, which the RSS does not show.
-fn peak_vm_kib() -> u64 {
-    status_kib("VmPeak:")
-}
-
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// One memory-measuring test at a time in this process, so that each one's peaks are its own.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[derive(Debug)]
-struct Tier {
-    inputs: u64,
-    panics: u64,
-    typed_errors: u64,
-    decoded: u64,
-    slow: u64,
-    slowest: Duration,
-    rss_growth_mib: u64,
-    vm_growth_mib: u64,
-}
-
-/// Decode every seed (each must decode), then `iterations()` inputs from `generate`; print
-/// the tier line.
-fn run_tier<E: std::fmt::Display>(
-    name: &str,
-    seeds: &[Vec<u8>],
-    mut generate: impl FnMut(&mut Rng) -> Vec<u8>,
-    mut decode: impl FnMut(&[u8]) -> Result<(), E>,
-) -> Tier {
-    let _serial = serial();
-    let began = Instant::now();
-    let n = iterations();
-    let mut rng = Rng(base_seed() ^ u64::from(crc32fast::hash(name.as_bytes())));
-    let failures = std::env::temp_dir().join("slasher-bench-fuzz-failures");
-    let rss_before = peak_rss_kib();
-    let vm_before = peak_vm_kib();
-    let mut tier = Tier {
-        inputs: 0,
-        panics: 0,
-        typed_errors: 0,
-        decoded: 0,
-        slow: 0,
-        slowest: Duration::ZERO,
-        rss_growth_mib: 0,
-        vm_growth_mib: 0,
-    };
-    for (i, seed) in seeds.iter().enumerate() {
-        if let Err(e) = decode(seed) {
-            panic!("{name}: seed {i} does not decode: {e}");
-        }
-    }
-    for i in 0..n {
-        let input = generate(&mut rng);
-        let start = butter_test_support::thread_cpu_time();
-        let result = catch_unwind(AssertUnwindSafe(|| decode(&input)));
-        let took = butter_test_support::thread_cpu_time().saturating_sub(start);
-        tier.inputs += 1;
-        tier.slowest = tier.slowest.max(took);
-        if took >= TIME_LIMIT {
-            tier.slow += 1;
-            eprintln!("{name}: input {i} took {took:?}\n{}", hex_dump(&input));
-        }
-        match result {
-            Ok(Ok(())) => tier.decoded += 1,
-            Ok(Err(e)) => {
-                tier.typed_errors += 1;
-                // The error must render (Display walks paths, offsets, sources).
-                assert!(!e.to_string().is_empty(), "{name}: empty error message");
-            }
-            Err(panic) => {
-                tier.panics += 1;
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                let _ = std::fs::create_dir_all(&failures);
-                let saved = failures.join(format!("{name}-{i}.bin"));
-                let _ = std::fs::write(&saved, &input);
-                eprintln!(
-                    "{name}: PANIC on input {i} ({msg}), saved as {}:\n{}",
-                    saved.display(),
-                    hex_dump(&input)
-                );
-            }
-        }
-    }
-    tier.rss_growth_mib = peak_rss_kib().saturating_sub(rss_before) / 1024;
-    tier.vm_growth_mib = peak_vm_kib().saturating_sub(vm_before) / 1024;
-    eprintln!(
-        "{name}: {:.1} s, peak virtual memory growth {} MiB",
-        began.elapsed().as_secs_f64(),
-        tier.vm_growth_mib
-    );
-    println!(
-        "tier fuzz-{name}: {} inputs, {} panics, {} typed errors, slowest {:.1} ms, peak RSS \
-         growth {} MiB",
-        tier.inputs,
-        tier.panics,
-        tier.typed_errors,
-        tier.slowest.as_secs_f64() * 1000.0,
-        tier.rss_growth_mib
-    );
-    tier
-}
-
-fn check(name: &str, tier: &Tier) {
-    assert!(tier.inputs >= 10_000, "{name}: {tier:?}");
-    assert_eq!(tier.panics, 0, "{name}: panics (inputs saved, see stderr)");
-    assert_eq!(tier.slow, 0, "{name}: inputs over {TIME_LIMIT:?}");
-    assert!(
-        tier.rss_growth_mib < RSS_LIMIT_MIB,
-        "{name}: peak RSS grew {} MiB",
-        tier.rss_growth_mib
-    );
-    assert!(
-        tier.vm_growth_mib < VM_LIMIT_MIB,
-        "{name}: peak virtual memory grew {} MiB (an allocation the input does not back?)",
-        tier.vm_growth_mib
-    );
-    assert!(tier.typed_errors > 0, "{name}: no input was rejected");
-    assert!(
-        tier.decoded > 0,
-        "{name}: no mutated input decoded: {tier:?}"
-    );
-}
-
 // ---- fixture reader --------------------------------------------------------------------------
 
 fn description(name: &str) -> FixtureDescription {
@@ -570,7 +271,7 @@ fn fixture_fields(b: &[u8]) -> Vec<(usize, usize)> {
 }
 
 /// Open `path` and read every batch; the first error.
-fn read_fixture(path: &Path) -> Result<u64, slasher_bench::fixture::FixtureError> {
+fn read_fixture(path: &Path) -> Result<u64, slasher_bench::fixtures::file::FixtureError> {
     let reader = FixtureReader::open(path)?;
     let mut batches = 0;
     for batch in reader {
@@ -617,9 +318,9 @@ fn fuzz_fixture_reader() {
             match rng.below(3) {
                 0 | 1 => {
                     let mut b = if from_tiny {
-                        mutate_one(rng, &seeds[seeds.len() - 1], &seeds)
+                        mutate_one(rng, &seeds[seeds.len() - 1], &seeds, &LIMITS)
                     } else {
-                        mutate(rng, small_seeds)
+                        mutate(rng, small_seeds, &LIMITS)
                     };
                     if rng.chance(2) {
                         fix_fixture_crcs(&mut b);
@@ -639,14 +340,14 @@ fn fuzz_fixture_reader() {
                             bytes: manifest,
                             fields: Vec::new(),
                         };
-                        manifest = mutate_one(rng, &seed, std::slice::from_ref(&seed));
+                        manifest = mutate_one(rng, &seed, std::slice::from_ref(&seed), &LIMITS);
                     } else {
                         let i = rng.below(payloads.len());
                         let seed = Seed {
                             fields: payload_fields(&payloads[i]),
                             bytes: std::mem::take(&mut payloads[i]),
                         };
-                        payloads[i] = mutate_one(rng, &seed, std::slice::from_ref(&seed));
+                        payloads[i] = mutate_one(rng, &seed, std::slice::from_ref(&seed), &LIMITS);
                     }
                     if from_tiny {
                         // Keep the manifest's batch count in step with the 8 records.
@@ -685,7 +386,7 @@ fn fuzz_regression_fixture_raw_length_1_gib() {
     let err = read_fixture(&path).expect_err("a 1 GiB claim over a few bytes");
     let grew_mib = peak_vm_kib().saturating_sub(vm_before) / 1024;
     assert!(
-        matches!(&err, slasher_bench::fixture::FixtureError::Corrupted { reason, .. }
+        matches!(&err, slasher_bench::fixtures::file::FixtureError::Corrupted { reason, .. }
             if reason.contains("record header says 1073741824")),
         "{err}"
     );
@@ -889,10 +590,10 @@ fn fuzz_beacon_json() {
         &all,
         |rng| match rng.below(4) {
             // Raw bytes (for a gzipped seed: a damaged gzip stream).
-            0 => mutate(rng, &raw),
+            0 => mutate(rng, &raw, &LIMITS),
             // Text mutations, sent plain or gzipped.
             1 | 2 => {
-                let text = mutate(rng, &texts);
+                let text = mutate(rng, &texts, &LIMITS);
                 if rng.chance(2) {
                     gzip(&text)
                 } else {

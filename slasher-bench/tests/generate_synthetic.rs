@@ -3,9 +3,9 @@
 //! that a brute-force detector over the whole fixture finds exactly as the manifest lists them.
 
 use slasher_adapters::slasher::types::{AttestationData, SignedBeaconBlockHeader};
-use slasher_bench::fixture::{Batch, ExpectedSlashing, FixtureReader, VoteSummary};
-use slasher_bench::generate::{generate, Fork, GenerateError, GenerateOptions};
-use slasher_bench::shuffle::EpochCommittees;
+use slasher_bench::fixtures::file::{Batch, ExpectedSlashing, FixtureReader, VoteSummary};
+use slasher_bench::fixtures::generate::{generate, Fork, GenerateError, GenerateOptions};
+use slasher_bench::fixtures::shuffle::EpochCommittees;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use tree_hash::TreeHash;

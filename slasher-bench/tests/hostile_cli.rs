@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 use slasher_adapters::DatabaseDirGuard;
-use slasher_bench::fixture::{FixtureReader, FixtureWriter};
+use slasher_bench::fixtures::file::{FixtureReader, FixtureWriter};
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -361,8 +361,8 @@ fn finding4_children_die_with_their_parent() {
 /// 4294967295`) whose parent is SIGKILLed must end within seconds, removing its database and
 /// its batch stream, not run on as an orphan.
 #[test]
-fn issue57_item3_child_in_a_long_batch_dies_with_its_parent() {
-    let test = "issue57_item3_child_in_a_long_batch_dies_with_its_parent";
+fn child_in_a_long_batch_dies_with_its_parent() {
+    let test = "child_in_a_long_batch_dies_with_its_parent";
     let Some(root) = btrfs_dir(test) else { return };
     let work = btrfs_scratch(&root, "hostile-longbatch-");
     let (db, out) = (work.path().join("db"), work.path().join("out"));
@@ -703,12 +703,13 @@ fn finding7_inflated_input_is_capped() {
     gz.finish().unwrap();
     fs::copy(sample_file("headers", 4699968), hdr.join("4699968.json.gz")).unwrap();
 
-    let err = slasher_bench::beacon_api::read_body(&bomb).expect_err("the bomb was inflated");
+    let err =
+        slasher_bench::fixtures::beacon_api::read_body(&bomb).expect_err("the bomb was inflated");
     assert!(
         matches!(
             err,
-            slasher_bench::beacon_api::ApiFileError::TooLarge { ref path, limit }
-                if path == &bomb && limit == slasher_bench::beacon_api::MAX_INFLATED_BYTES
+            slasher_bench::fixtures::beacon_api::ApiFileError::TooLarge { ref path, limit }
+                if path == &bomb && limit == slasher_bench::fixtures::beacon_api::MAX_INFLATED_BYTES
         ),
         "not the typed size error: {err:?}"
     );
@@ -998,10 +999,10 @@ fn signal(pid: u32, name: &str) {
 /// directory B can write; B renames it and makes a directory of B's in its place, holding the
 /// symlink under the run's database name. The run reaches its database through handles only,
 /// so it finishes and removes its database where it made it. (The child's side of a swapped
-/// database directory: `issue57_item1_*`.)
+/// database directory: `child_works_in_the_handed_down_directory_not_the_path`.)
 #[test]
-fn issue47_hole1_swapped_database_directory_is_not_followed() {
-    let test = "issue47_hole1_swapped_database_directory";
+fn swapped_database_directory_is_not_followed() {
+    let test = "swapped_database_directory";
     let Some(work) = scratch_for_two_users(test, "hostile-swap-") else {
         return;
     };
@@ -1080,15 +1081,15 @@ fn issue47_hole1_swapped_database_directory_is_not_followed() {
     );
     fs::remove_file(&db).unwrap();
     fs::remove_dir(&mine).unwrap();
-    slasher_bench::clean::remove_db_dir(&victim).expect("cleanup");
+    slasher_bench::system::clean::remove_db_dir(&victim).expect("cleanup");
 }
 
 /// Hole 2: user B plants `report.md` in A's sticky, world-writable --out as a symlink to a
 /// file of A's; A's replay must replace the symlink, not write through it. And an --out owned
 /// by B, or writable by everyone without the sticky bit, is refused before anything runs.
 #[test]
-fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
-    let test = "issue47_hole2_planted_report_symlink";
+fn planted_report_symlink_is_replaced_not_followed() {
+    let test = "planted_report_symlink";
     let Some(work) = scratch_for_two_users(test, "hostile-report-") else {
         return;
     };
@@ -1157,9 +1158,9 @@ fn issue47_hole2_planted_report_symlink_is_replaced_not_followed() {
 /// build its database in the directory it was handed (now `moved-away`), and the canary must
 /// be unchanged.
 #[test]
-fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
+fn child_works_in_the_handed_down_directory_not_the_path() {
     use std::os::fd::AsRawFd as _;
-    let test = "issue57_item1_child_works_in_the_handed_down_directory";
+    let test = "child_works_in_the_handed_down_directory";
     let Some(work) = scratch_for_two_users(test, "hostile-dbfd-") else {
         return;
     };
@@ -1172,7 +1173,7 @@ fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
     let db = shared.join("slasher-bench-butter-1-1");
-    slasher_bench::clean::create_db_dir(&db, slasher_adapters::DatabaseBackend::Butter)
+    slasher_bench::system::clean::create_db_dir(&db, slasher_adapters::DatabaseBackend::Butter)
         .expect("the run's database directory");
     let handle = fs::File::open(&db).expect("a handle on it");
     rustix::io::fcntl_setfd(&handle, rustix::io::FdFlags::empty()).unwrap();
@@ -1218,7 +1219,7 @@ fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
         "the database is not in the directory the child was handed: {made:?}"
     );
     fs::remove_file(&db).unwrap();
-    let _ = slasher_bench::clean::remove_db_dir(&moved);
+    let _ = slasher_bench::system::clean::remove_db_dir(&moved);
 }
 
 /// Issue 57, item 2: user B, who can write A's sticky --out, keeps planting
@@ -1227,8 +1228,8 @@ fn issue57_item1_child_works_in_the_handed_down_directory_not_the_path() {
 /// and B's symlink is B's: not removed. A group-writable --out (B in the group) is refused
 /// before anything is created in it.
 #[test]
-fn issue57_item2_planted_stream_symlink_is_not_followed() {
-    let test = "issue57_item2_planted_stream_symlink";
+fn planted_stream_symlink_is_not_followed() {
+    let test = "planted_stream_symlink";
     let Some(work) = scratch_for_two_users(test, "hostile-stream-") else {
         return;
     };
@@ -1303,8 +1304,8 @@ fn issue57_item2_planted_stream_symlink_is_not_followed() {
 /// skip (and name) that database, and the replay must finish. A leftover of a finished run is
 /// still removed, and a directory with nothing to clean is not an error.
 #[test]
-fn issue47_hole3_clean_skips_a_live_runs_database() {
-    let test = "issue47_hole3_clean_skips_a_live_run";
+fn clean_skips_a_live_runs_database() {
+    let test = "clean_skips_a_live_run";
     let Some(work) = scratch_for_two_users(test, "hostile-cleanlive-") else {
         return;
     };
@@ -1387,7 +1388,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 /// Issue 47: a child stuck in a batch that never ends (a validator chunk size of 2^32 - 1)
 /// takes the first SIGTERM as a request to stop after its batch, and ends at the second one.
 #[test]
-fn issue47_second_signal_ends_a_stuck_child() {
+fn second_signal_ends_a_stuck_child() {
     let work = scratch("hostile-stuck-");
     let w = work.path();
     let log = fs::File::create(w.join("stderr.txt")).expect("log file");
@@ -1458,7 +1459,7 @@ fn issue47_second_signal_ends_a_stuck_child() {
 /// once too) leaves none of the child's files in --out: they have no name there (unnamed
 /// files the parent hands down). Before, the child's batch stream was left.
 #[test]
-fn issue57_interrupted_run_leaves_no_child_files_in_out() {
+fn interrupted_run_leaves_no_child_files_in_out() {
     let work = scratch("hostile-leftover-");
     let w = work.path();
     let out = w.join("out");
@@ -1529,8 +1530,8 @@ fn issue57_interrupted_run_leaves_no_child_files_in_out() {
 /// its read-only snapshots, `clean` recognises the remains (the name, the engine's entries,
 /// its identity) and removes them; a look-alike without the engine's identity stays.
 #[test]
-fn issue47_clean_removes_what_rm_rf_left() {
-    let test = "issue47_clean_removes_what_rm_rf_left";
+fn clean_removes_what_rm_rf_left() {
+    let test = "clean_removes_what_rm_rf_left";
     let Some(root) = btrfs_dir(test) else { return };
     let work = btrfs_scratch(&root, "hostile-remains-");
     let w = work.path();

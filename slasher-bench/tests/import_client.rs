@@ -1,5 +1,5 @@
 //! `slasher-bench import-client` end to end, through the built binary, without Lighthouse: a
-//! CSV in the runner's format (integration/lighthouse/replay.rs) describing the batches of a
+//! file of JSON lines in the runner's format (integration/lighthouse/replay.rs) describing the batches of a
 //! port replay is imported beside that replay and merged with it, and every check the import
 //! and the merged report make is made to fail once: a batch that is not the fixture's, an
 //! empty database directory, and a client that found a slashing the port did not.
@@ -9,52 +9,58 @@
 
 mod common;
 use common::{path, run};
-use serde_json::Value;
+use serde_json::{json, Value};
 use slasher_adapters::slasher::{
     BeaconBlockHeader, Hash256, ProposerSlashing, SignedBeaconBlockHeader,
 };
 use slasher_adapters::DatabaseDirGuard;
-use slasher_bench::generate::{generate, GenerateOptions};
+use slasher_bench::fixtures::generate::{generate, GenerateOptions};
 use ssz::Encode;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The runner's CSV for the port's batches of `report` (each wall time doubled), with `extra`
-/// appended to the slashings column of batch 1.
-fn runner_csv(report: &Value, extra: &str) -> String {
+/// The runner's JSON lines for the port's batches of `report` (each wall time doubled), with
+/// `extra` added to the slashings of batch 1; line 0 is the settings, line `i + 1` batch `i`.
+fn runner_lines(report: &Value, extra: &str) -> Vec<Value> {
     let row = &report["runs"][0]["backends"][0];
     let batches = row["batches"].as_array().expect("batches");
-    let mut s = format!(
-        "# butter_replay lighthouse=test backend=lmdb history=4096 chunk=16 validator_chunk=256 \
-         batches={}\nindex,slot,current_epoch,headers,attestations,wall_ms,process_ms,prune_ms,\
-         attester_slashings,proposer_slashings,slashings\n",
-        batches.len()
-    );
+    let mut lines = vec![json!({
+        "kind": "settings", "lighthouse": "test", "backend": "lmdb", "history": 4096,
+        "chunk": 16, "validator_chunk": 256, "batches": batches.len(),
+    })];
     for b in batches {
         let index = b["index"].as_u64().expect("index");
         let wall = 2.0 * b["wall_ms"].as_f64().expect("wall");
-        let (proposer, found) = if index == 1 && !extra.is_empty() {
-            (1, extra)
+        let found: Vec<&str> = if index == 1 && !extra.is_empty() {
+            vec![extra]
         } else {
-            (0, "")
+            vec![]
         };
-        let _ = writeln!(
-            s,
-            "{index},{},{},{},{},{wall:.3},{wall:.3},0.000,0,{proposer},{found}",
-            b["slot"], b["current_epoch"], b["headers"], b["attestations"]
-        );
+        lines.push(json!({
+            "kind": "batch", "index": index, "slot": b["slot"],
+            "current_epoch": b["current_epoch"], "headers": b["headers"],
+            "attestations": b["attestations"], "wall_ms": wall, "process_ms": wall,
+            "prune_ms": 0.0, "attester_slashings": 0, "proposer_slashings": found.len(),
+            "slashings": found,
+        }));
     }
-    s.push_str("# end batches=0 elapsed_s=1.000 peak_rss_bytes=1048576\n");
-    s
+    lines.push(json!({
+        "kind": "end", "batches": batches.len(), "elapsed_s": 1.0, "peak_rss_bytes": 1_048_576,
+    }));
+    lines
 }
 
-fn import(fixture: &Path, csv: &Path, db: &Path, out: &Path) -> std::process::Output {
+/// `lines` as the runner writes them: one JSON object a line.
+fn text(lines: &[Value]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn import(fixture: &Path, rows: &Path, db: &Path, out: &Path) -> std::process::Output {
     run(&[
         "import-client",
         "--fixture",
         path(fixture),
-        "--csv",
-        path(csv),
+        "--rows",
+        path(rows),
         "--db-dir",
         path(db),
         "--out",
@@ -67,7 +73,7 @@ fn stderr(out: &std::process::Output) -> String {
 }
 
 #[test]
-fn a_client_csv_becomes_a_row_beside_the_port() {
+fn a_client_runs_rows_become_a_row_beside_the_port() {
     let Some(root) = butter_test_support::btrfs_base("import_client") else {
         return;
     };
@@ -125,10 +131,10 @@ fn a_client_csv_becomes_a_row_beside_the_port() {
             .expect("json");
 
     // The import: a row named after the backend and filesystem, with the client's times.
-    let csv = w.join("lh.csv");
-    std::fs::write(&csv, runner_csv(&report, "")).expect("csv");
+    let rows = w.join("lh.jsonl");
+    std::fs::write(&rows, text(&runner_lines(&report, ""))).expect("rows");
     let client = w.join("client");
-    assert!(import(&fixture, &csv, db, &client).status.success());
+    assert!(import(&fixture, &rows, db, &client).status.success());
     let imported: Value =
         serde_json::from_str(&std::fs::read_to_string(client.join("report.json")).expect("report"))
             .expect("json");
@@ -165,10 +171,10 @@ fn a_client_csv_becomes_a_row_beside_the_port() {
     assert!(line.contains("| 0.50× |"), "{line}");
 
     // A batch that is not the fixture's.
-    let bad = w.join("bad.csv");
-    let text = runner_csv(&report, "");
-    let slot = report["runs"][0]["backends"][0]["batches"][2]["slot"].to_string();
-    std::fs::write(&bad, text.replacen(&format!("\n2,{slot},"), "\n2,1,", 1)).expect("csv");
+    let bad = w.join("bad.jsonl");
+    let mut lines = runner_lines(&report, "");
+    lines[3]["slot"] = json!(1);
+    std::fs::write(&bad, text(&lines)).expect("rows");
     let out = import(&fixture, &bad, db, &w.join("bad"));
     assert!(!out.status.success());
     assert!(
@@ -180,7 +186,7 @@ fn a_client_csv_becomes_a_row_beside_the_port() {
     // An empty database directory is refused, and left empty.
     let empty = w.join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    let out = import(&fixture, &csv, &empty, &w.join("e"));
+    let out = import(&fixture, &rows, &empty, &w.join("e"));
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("holds no database"),
@@ -205,9 +211,9 @@ fn a_client_csv_becomes_a_row_beside_the_port() {
         signed_header_2: header(2),
     };
     let found = format!("P{}", hex::encode(slashing.as_ssz_bytes()));
-    std::fs::write(&csv, runner_csv(&report, &found)).expect("csv");
+    std::fs::write(&rows, text(&runner_lines(&report, &found))).expect("rows");
     let client2 = w.join("client2");
-    assert!(import(&fixture, &csv, db, &client2).status.success());
+    assert!(import(&fixture, &rows, db, &client2).status.success());
     let out = run(&[
         "report",
         path(&port),

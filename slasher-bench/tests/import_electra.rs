@@ -5,8 +5,8 @@
 //! bounds and the rules of each fork give clear errors.
 
 use serde_json::json;
-use slasher_bench::fixture::FixtureReader;
-use slasher_bench::import::{import_beacon_api, ImportOptions};
+use slasher_bench::fixtures::file::FixtureReader;
+use slasher_bench::fixtures::import::{import_beacon_api, ImportOptions};
 use std::io::Write;
 use std::path::Path;
 

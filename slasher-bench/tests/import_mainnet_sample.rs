@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use slasher_bench::fixture::{CommitteeAssignment, FixtureReader, SourceKind};
-use slasher_bench::import::{
+use slasher_bench::fixtures::file::{CommitteeAssignment, FixtureReader, SourceKind};
+use slasher_bench::fixtures::import::{
     ensure_default_fixture, import_beacon_api, ImportError, ImportOptions, DEFAULT_FIXTURE_NAME,
 };
 use std::io::Read;
@@ -250,7 +250,8 @@ fn bitlist_of_the_wrong_length_is_an_error() {
     let committees_dir = tmp.path().join("committees");
     std::fs::create_dir_all(&committees_dir).unwrap();
     for epoch in (slots.start - 32) / 32..=slots.end / 32 {
-        let committees = slasher_bench::shuffle::EpochCommittees::synthetic(epoch, 427_192);
+        let committees =
+            slasher_bench::fixtures::shuffle::EpochCommittees::synthetic(epoch, 427_192);
         let data: Vec<Value> = (epoch * 32..epoch * 32 + 32)
             .flat_map(|s| (0..64).map(move |i| (s, i)))
             .map(|(s, i)| {

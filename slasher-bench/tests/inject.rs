@@ -9,7 +9,7 @@ mod common;
 use common::{path, run};
 use serde_json::Value;
 use slasher_adapters::slasher::types::SignedBeaconBlockHeader;
-use slasher_bench::fixture::{ExpectedSlashing, FixtureReader, FixtureWriter};
+use slasher_bench::fixtures::file::{ExpectedSlashing, FixtureReader, FixtureWriter};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use tree_hash::TreeHash;

@@ -29,8 +29,8 @@ use slasher_adapters::slasher::keys::{
 };
 use slasher_adapters::slasher::{AttesterSlashing, Config, DiskConfig, ProposerSlashing, Slasher};
 use slasher_adapters::tables::TABLE_NAMES;
-use slasher_bench::fixture::{Batch, FixtureReader};
-use slasher_bench::generate::{generate, GenerateOptions};
+use slasher_bench::fixtures::file::{Batch, FixtureReader};
+use slasher_bench::fixtures::generate::{generate, GenerateOptions};
 
 type Lmdb = slasher_adapters::lmdb::Environment;
 type Butter = slasher_adapters::butter::Environment;

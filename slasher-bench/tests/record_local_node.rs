@@ -4,10 +4,10 @@
 //! directory imported with its committees must give a fixture byte-identical to importing the
 //! sample directly with the same committees, and the same batches as the synthetic import.
 
-use slasher_bench::fixture::{Batch, FixtureReader};
-use slasher_bench::import::{import_beacon_api, ImportOptions};
-use slasher_bench::record::{record, RecordOptions};
-use slasher_bench::shuffle::EpochCommittees;
+use slasher_bench::fixtures::file::{Batch, FixtureReader};
+use slasher_bench::fixtures::import::{import_beacon_api, ImportOptions};
+use slasher_bench::fixtures::record::{record, RecordOptions};
+use slasher_bench::fixtures::shuffle::EpochCommittees;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

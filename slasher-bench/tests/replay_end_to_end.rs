@@ -11,7 +11,7 @@ use common::{path, run};
 use serde_json::Value;
 use slasher_adapters::DatabaseBackend;
 use slasher_adapters::DatabaseDirGuard;
-use slasher_bench::fixture::FixtureReader;
+use slasher_bench::fixtures::file::FixtureReader;
 use std::path::{Path, PathBuf};
 
 fn btrfs_dir() -> Option<PathBuf> {
@@ -293,7 +293,7 @@ fn replay_end_to_end() {
 #[test]
 fn replay_refuses_tmpfs() {
     let shm = Path::new("/dev/shm");
-    let fs = slasher_bench::environment::probe_fs(shm).expect("probe /dev/shm");
+    let fs = slasher_bench::system::environment::probe_fs(shm).expect("probe /dev/shm");
     if fs.fs_type != "tmpfs" {
         butter_test_support::skip(
             "replay_refuses_tmpfs",

@@ -1,7 +1,8 @@
-//! `scripts/import_cycles.py`, the check that no two source files import from each other (run
-//! by `scripts/test.sh`), on small crates written here: a circle written as a path in the code
-//! or a type (not a `use` line) fails it, the same files without that path pass, and a
-//! directory that does not exist is an error rather than a crate without circles.
+//! The source checks `scripts/test.sh` runs, on small crates written here:
+//! `scripts/import_cycles.py`, that no two source files import from each other (a circle
+//! written as a path in the code or a type, not a `use` line, fails it; the same files without
+//! that path pass; a directory that does not exist is an error rather than a crate without
+//! circles), and `scripts/long_fns.py --over N`, the gate on the engine's function length.
 //!
 //! Needs python3; without it the tests skip outside CI and fail under `CI=true`.
 
@@ -128,4 +129,43 @@ fn a_directory_that_does_not_exist_is_an_error() {
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("no such directory"), "{said}");
+}
+
+// ---- scripts/long_fns.py --over: the gate on the engine's function length -------------------
+
+fn long_fns(src: &Path, over: u32) -> Output {
+    Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/long_fns.py"))
+        .args(["--over", &over.to_string()])
+        .arg(src)
+        .output()
+        .unwrap()
+}
+
+/// A function of `body` lines between its signature and its closing brace.
+fn function_of(body: usize) -> String {
+    let mut f = String::from("pub fn long() -> u64 {\n    let mut x = 0;\n");
+    for _ in 0..body.saturating_sub(1) {
+        f.push_str("    x += 1;\n");
+    }
+    f.push_str("}\n");
+    f
+}
+
+#[test]
+fn a_function_over_the_limit_fails_the_length_gate_and_one_at_it_passes() {
+    // 100 lines from `fn` to its closing brace: the signature, 98 body lines, the brace.
+    let Some(src) = crate_src("long_fns_at", &[("lib.rs", &function_of(98))]) else {
+        return;
+    };
+    let out = long_fns(&src, 100);
+    assert!(out.status.success(), "{}", text(&out));
+    let Some(src) = crate_src("long_fns_over", &[("lib.rs", &function_of(99))]) else {
+        return;
+    };
+    let out = long_fns(&src, 100);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("lib.rs:1 long"), "{}", text(&out));
+    let out = long_fns(&src.join("missing"), 100);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }

@@ -332,6 +332,10 @@ fn anchors_key_on_structure() {
             )),
             "redb {version}: no adapters dependency after redb's:\n{slasher}"
         );
+        assert!(
+            slasher.contains("[dev-dependencies]\n# butter_db integration (scripts/lighthouse.sh)\nserde_json = { workspace = true }\n"),
+            "redb {version}: no serde_json dev-dependency for the replay runner:\n{slasher}"
+        );
         let interface = fs::read_to_string(root.join("slasher/src/database/interface.rs")).unwrap();
         assert_eq!(interface.matches("Butter(butter_impl::Item").count(), 20);
         assert!(root.join("slasher/src/database/butter_impl.rs").is_file());

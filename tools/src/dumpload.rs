@@ -224,17 +224,8 @@ fn parse_header(line_no: u64, line: &str) -> Result<String> {
 /// [`ToolError::Output`] (reading the input).
 pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
     use std::os::fd::{AsFd, AsRawFd};
-    let (parent_path, name) = match (dir.parent(), dir.file_name()) {
-        (Some(p), Some(n)) => (
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            },
-            n,
-        ),
-        (None, Some(n)) => (Path::new("."), n),
-        _ => return Err(ToolError::LoadDestination(dir.to_path_buf())),
+    let Some((parent_path, name)) = parent_and_name(dir) else {
+        return Err(ToolError::LoadDestination(dir.to_path_buf()));
     };
     // The parent is resolved once and checked; the new directory is made, opened and filled
     // through handles, so that nobody can swap a name for a symlink in between.
@@ -251,11 +242,7 @@ pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
             })
         }
     }
-    let made = butter_db::fs::open_dir_at(parent.as_fd(), name).and_then(|fd| {
-        let id = butter_db::fs::FileId::of(fd.as_fd())?;
-        Ok((fd, id))
-    });
-    let (db, id) = match made {
+    let (db, id) = match open_dir_with_id(parent.as_fd(), name) {
         Ok(made) => made,
         Err(source) => {
             // Somebody else's by now (renamed or replaced since the mkdirat): left alone.
@@ -284,9 +271,32 @@ pub fn load(dir: &Path, input: &mut dyn BufRead) -> Result<Loaded> {
     result
 }
 
+/// `path` as the directory that holds it (`.` for a bare name) and its name there; `None` for a
+/// path without a final name (`/`, `..`).
+pub(crate) fn parent_and_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some((parent, name))
+}
+
+/// Opens the directory `name` of the open directory `parent` (a symlink there is not
+/// followed), with its identity, so that a later removal can check that the name still leads
+/// to it.
+pub(crate) fn open_dir_with_id(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+) -> std::io::Result<(std::os::fd::OwnedFd, butter_db::fs::FileId)> {
+    let fd = butter_db::fs::open_dir_at(parent, name)?;
+    let id = butter_db::fs::FileId::of(std::os::fd::AsFd::as_fd(&fd))?;
+    Ok((fd, id))
+}
+
 /// Opens the directory that will hold a new database (following symlinks in `path`, which is
 /// the caller's), once.
-fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
+pub(crate) fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
     rustix::fs::open(
         path,
@@ -303,7 +313,7 @@ fn open_parent(path: &Path) -> Result<std::os::fd::OwnedFd> {
 /// Refuses (`SharedDirectory`, nothing created) a new database directory whose parent users
 /// other than the caller and root can write (unless it is sticky): they could swap the new
 /// directory while the database is built in it.
-fn refuse_shared_parent(parent: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
+pub(crate) fn refuse_shared_parent(parent: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<()> {
     match butter_db::admin::shared_reason(parent) {
         Ok(Some(reason)) => Err(ToolError::Engine(butter_db::Error::SharedDirectory {
             path: path.to_path_buf(),

@@ -277,47 +277,68 @@ pub(crate) fn refuse_inside(db: &Path, dest: &Path) -> Result<()> {
 struct DestDir {
     path: PathBuf,
     fd: OwnedFd,
+    /// DEST's parent, opened once, and DEST's name in it.
+    parent: OwnedFd,
+    name: std::ffi::OsString,
+    /// DEST was made by this backup (and is removed on a failure, if the name still leads to
+    /// the directory made: `id`).
     created_dir: bool,
+    id: butter_db::fs::FileId,
     created: Vec<String>,
     done: bool,
 }
 
 impl DestDir {
     /// Claims `path`: it must not exist (it is created, mode 0700) or be an empty directory.
+    /// Its parent is resolved once and, if DEST is new, refused when users other than the
+    /// caller and root can write it (they could swap DEST); an existing DEST is refused when
+    /// they can write DEST itself. From then on everything goes through the handles, never the
+    /// path again.
     fn claim(path: &Path) -> Result<DestDir> {
-        let created_dir = match std::fs::symlink_metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                rustix::fs::mkdirat(CWD, path, Mode::from_raw_mode(0o700))
-                    .map_err(|e| io_err("create directory", path, e))?;
-                true
-            }
-            Err(e) => return Err(io_err("lstat", path, e)),
-            Ok(m) if !m.file_type().is_dir() => {
+        use std::os::fd::{AsFd, AsRawFd};
+        let Some((parent_path, name)) = crate::dumpload::parent_and_name(path) else {
+            return Err(ToolError::PlainDestination(format!(
+                "cannot copy into {}: name a directory; nothing was changed",
+                path.display()
+            )));
+        };
+        let parent = crate::dumpload::open_parent(parent_path)?;
+        let created_dir = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(e) => return Err(io_err("create directory", path, e)),
+        };
+        let (fd, id) = match crate::dumpload::open_dir_with_id(parent.as_fd(), name) {
+            Ok(opened) => opened,
+            // Made here and gone or replaced since: left alone. Not a directory: refused.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) => {
                 return Err(ToolError::PlainDestination(format!(
                     "cannot copy into {}: it exists and is not a directory; nothing was changed",
                     path.display()
                 )))
             }
-            Ok(_) => false,
-        };
-        let fd = match open_dir(path) {
-            Ok(fd) => fd,
-            Err(e) => {
-                if created_dir {
-                    let _ = std::fs::remove_dir(path);
-                }
-                return Err(e);
-            }
+            Err(e) => return Err(io_err("open directory", path, e)),
         };
         let dest = DestDir {
             path: path.into(),
             fd,
+            parent,
+            name: name.to_os_string(),
             created_dir,
+            id,
             created: Vec::new(),
             done: false,
         };
+        // A new DEST is checked through its parent, an existing one itself.
+        let (checked, shown) = if created_dir {
+            (dest.parent.as_fd(), parent_path)
+        } else {
+            (dest.fd.as_fd(), path)
+        };
+        crate::dumpload::refuse_shared_parent(checked, shown)?;
         if !created_dir {
-            let mut rd = std::fs::read_dir(path).map_err(|e| io_err("list", path, e))?;
+            let listing = PathBuf::from(format!("/proc/self/fd/{}", dest.fd.as_raw_fd()));
+            let mut rd = std::fs::read_dir(&listing).map_err(|e| io_err("list", path, e))?;
             if rd.next().is_some() {
                 return Err(ToolError::PlainDestination(format!(
                     "cannot copy into {}: it is not empty; nothing was changed",
@@ -344,7 +365,12 @@ impl Drop for DestDir {
             let _ = rustix::fs::unlinkat(&self.fd, name.as_str(), AtFlags::empty());
         }
         if self.created_dir {
-            let _ = std::fs::remove_dir(&self.path);
+            use std::os::fd::AsFd;
+            let _ = butter_db::fs::BtrfsFs.remove_tree_at(
+                self.parent.as_fd(),
+                &self.name,
+                Some(self.id),
+            );
         }
     }
 }

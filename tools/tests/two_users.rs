@@ -132,8 +132,8 @@ fn canary(at: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// such a directory too, and a new database of `load` (item 3). Before the fix, root copied
 /// (and loaded) into each of them.
 #[test]
-fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
-    let Some(t) = two_user_dir("issue57_item4_refuse") else {
+fn backup_and_restore_refuse_a_dest_another_user_can_write() {
+    let Some(t) = two_user_dir("backup_refuse_shared") else {
         return;
     };
     let db = t.join("db");
@@ -163,6 +163,16 @@ fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
             &butter(&["backup", path(&db), path(&new)]),
             &format!("backup into {}", new.display()),
         );
+        // The plain copy too, into DEST or a new DEST below it (before, it made `copy` there
+        // and looked it up again by name, so the other user could swap it for a symlink).
+        assert_refused(
+            &butter(&["backup", "--plain", path(&db), path(dest)]),
+            &format!("plain backup into {}", dest.display()),
+        );
+        assert_refused(
+            &butter(&["backup", "--plain", path(&db), path(&new)]),
+            &format!("plain backup into {}", new.display()),
+        );
     }
     // `load` makes a new database directory: not in a directory the other user can write.
     assert_refused(
@@ -187,6 +197,8 @@ fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
     chmod(&sticky, 0o1777);
     let o = butter(&["backup", path(&db), path(&sticky)]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let o = butter(&["backup", "--plain", path(&db), path(&sticky.join("plain"))]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 /// Item 4, the swap: root backs up into `shared/sub/copy`, where `shared` is the other
@@ -196,8 +208,8 @@ fn issue57_item4_backup_and_restore_refuse_a_dest_another_user_can_write() {
 /// removal went through the path again and deleted the canary database whole; now it goes
 /// through the handle and removes the copy alone.
 #[test]
-fn issue57_item4_backup_dest_swapped_while_streaming() {
-    let Some(t) = two_user_dir("issue57_item4_swap") else {
+fn backup_dest_swapped_while_streaming() {
+    let Some(t) = two_user_dir("backup_swap") else {
         return;
     };
     // A source whose stream is far larger than a pipe's buffer, so the send blocks on it.
@@ -255,8 +267,8 @@ fn issue57_item4_backup_dest_swapped_while_streaming() {
 /// Item 5, the check: root's `remove` of a database directory another user can write (theirs,
 /// or group-writable) is refused, changing nothing. Before the fix root removed it.
 #[test]
-fn issue57_item5_remove_refuses_a_database_another_user_can_write() {
-    let Some(t) = two_user_dir("issue57_item5_refuse") else {
+fn remove_refuses_a_database_another_user_can_write() {
+    let Some(t) = two_user_dir("remove_refuse_shared") else {
         return;
     };
     let theirs = t.join("theirs");
@@ -282,8 +294,8 @@ fn issue57_item5_remove_refuses_a_database_another_user_can_write() {
 /// deleted the canary's lock and pending merge output; now it goes through the handle, the
 /// canary is unchanged, and the directory emptied is left under its new name.
 #[test]
-fn issue57_item5_remove_swapped_mid_removal() {
-    let Some(t) = two_user_dir("issue57_item5_swap") else {
+fn remove_swapped_mid_removal() {
+    let Some(t) = two_user_dir("remove_swap") else {
         return;
     };
     let victim = t.join("victim");

@@ -35,7 +35,7 @@ macro_rules! conformance_tests {
                 lighthouse_open_sequence,
                 filenames_exist,
                 durable_with_immediate_durability,
-                commit_split_counts_each_commit,
+                commit_stats_count_each_commit,
                 next_key_walks_in_order_then_none,
                 next_key_is_exclusive_of_current,
                 fresh_cursor_is_unpositioned,

@@ -65,6 +65,9 @@ pub struct Config {
     /// How tiles are compressed: Lighthouse's zlib level 6 by default. Not stored: the two
     /// read each other's tiles.
     pub tile_codec: TileCodecKind,
+    /// butter_db's block cache in bytes ([`BackendConfig::butter_cache_bytes`]; not one of
+    /// Lighthouse's settings).
+    pub butter_cache_bytes: Option<usize>,
 }
 
 /// How tiles are compressed and inflated. Both write plain zlib streams of the same bincode
@@ -115,6 +118,7 @@ impl Config {
             backend: default_backend(),
             durability: Durability::Immediate,
             tile_codec: TileCodecKind::Lighthouse,
+            butter_cache_bytes: None,
         }
     }
 
@@ -165,6 +169,7 @@ impl Config {
             path: self.path.clone(),
             max_db_size_mbs: self.max_db_size_mbs,
             durability: self.durability,
+            butter_cache_bytes: self.butter_cache_bytes,
         }
     }
 

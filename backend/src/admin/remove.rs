@@ -1,10 +1,9 @@
 //! Removing a database directory with its read-only snapshots, which `rm -rf` cannot delete.
 
 use std::fs::File;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 
-use nix::fcntl::{Flock, FlockArg};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 
 use crate::error::{Error, Result};
@@ -91,9 +90,90 @@ pub fn remove_database(dir: &Path) -> Result<Removed> {
     Ok(removed)
 }
 
+/// What a database directory holds, surveyed before anything in it changes.
+struct Found {
+    generations: Vec<u64>,
+    /// `butter.receive/` is there (a restore from streams).
+    receive: bool,
+    /// `butter.scratch/` is there (a compacting copy's database under construction).
+    scratch: bool,
+    /// `butter.incomplete` is there (a copy being made, or a removal under way).
+    marked: bool,
+}
+
 /// [`remove_database`] below the open directory `held`: everything in it, not the directory.
+/// Everything is checked first ([`survey`], the received subvolumes, `compact/`); then the
+/// identity becomes the marker and the parts go, subvolumes before files.
 pub(crate) fn remove_contents(held: &Held) -> Result<Removed> {
     let dir = held.via();
+    let found = survey(dir)?;
+    let received = if found.receive {
+        Some(open_received(held)?)
+    } else {
+        None
+    };
+    let compact = if root::check_kind(&dir.join(COMPACT_DIR), Kind::Dir)? {
+        let c = Held::open_at(held.fd(), COMPACT_DIR.as_ref(), &dir.join(COMPACT_DIR))
+            .map_err(|e| Error::io("open", dir.join(COMPACT_DIR), e))?;
+        let outputs = merge_outputs_at(&c)?;
+        Some((c, outputs))
+    } else {
+        None
+    };
+    let _lock = take_lock(dir)?;
+    let fd = held.fd();
+    // From here on the engine refuses the directory (no identity) and this function takes it.
+    if root::check_kind(&dir.join(ID_FILE), Kind::File)? {
+        rustix::fs::renameat(fd, ID_FILE, fd, INCOMPLETE_MARKER)
+            .map_err(|e| Error::io("rename", dir.join(INCOMPLETE_MARKER), e.into()))?;
+    }
+    let mut removed = Removed {
+        generations: found.generations.len(),
+        ..Removed::default()
+    };
+    if let Some(r) = received {
+        let expect = r.id().map_err(|e| Error::io("fstat", r.path(), e))?;
+        removed.other_subvolumes += std::fs::read_dir(r.via()).map_or(0, Iterator::count);
+        drop(r);
+        BtrfsFs
+            .remove_tree_at(fd, RECEIVE_DIR.as_ref(), Some(expect))
+            .map_err(|e| Error::io("remove", dir.join(RECEIVE_DIR), e))?;
+    }
+    if found.scratch {
+        remove_scratch(fd, dir, found.marked)?;
+    }
+    for name in [LIVE_DIR, STAGING_SUBVOLUME] {
+        removed.other_subvolumes +=
+            usize::from(root::check_kind(&dir.join(name), Kind::Subvolume)?);
+    }
+    BtrfsFs
+        .delete_subvolumes_in_fd(fd)
+        .map_err(|e| Error::io("delete subvolume", dir, e))?;
+    if let Some((c, outputs)) = compact {
+        removed.merge_outputs = outputs.len();
+        for name in &outputs {
+            rustix::fs::unlinkat(c.fd(), name.as_str(), AtFlags::empty())
+                .map_err(|e| Error::io("unlink", c.path().join(name), e.into()))?;
+        }
+        let expect = c.id().map_err(|e| Error::io("fstat", c.path(), e))?;
+        let shown = c.path().to_path_buf();
+        drop(c);
+        rmdir_if_same(fd, COMPACT_DIR.as_ref(), expect, &shown)?;
+    }
+    for name in [ID_TMP_FILE, LOCK_FILE, INCOMPLETE_MARKER] {
+        let path = dir.join(name);
+        if root::check_kind(&path, Kind::File)? {
+            rustix::fs::unlinkat(fd, name, AtFlags::empty())
+                .map_err(|e| Error::io("unlink", &path, e.into()))?;
+        }
+    }
+    Ok(removed)
+}
+
+/// Lists `dir` (a database directory, through its handle's path) and checks that it holds
+/// only the engine's entries, each of its kind, and one identity: in `butter.id`, or, where
+/// `rm -rf` took that, in every generation alike. Touches nothing.
+fn survey(dir: &Path) -> Result<Found> {
     let mut generations = Vec::new();
     let mut receive = false;
     let mut scratch = false;
@@ -150,97 +230,52 @@ pub(crate) fn remove_contents(held: &Held) -> Result<Removed> {
             root::check_generation_id(&dir.join(root::gen_name(g)), id)?;
         }
     }
-    let received = if receive {
-        // Only subvolumes that `btrfs receive` made.
-        let r = Held::open_at(held.fd(), RECEIVE_DIR.as_ref(), &dir.join(RECEIVE_DIR))
-            .map_err(|e| Error::io("open", dir.join(RECEIVE_DIR), e))?;
-        for entry in std::fs::read_dir(r.via()).map_err(|e| Error::io("list", r.path(), e))? {
-            let path = entry.map_err(|e| Error::io("list", r.path(), e))?.path();
-            root::check_kind(&path, Kind::Subvolume).map_err(|e| r.shown(e))?;
-        }
-        Some(r)
-    } else {
-        None
-    };
-    let compact = if root::check_kind(&dir.join(COMPACT_DIR), Kind::Dir)? {
-        let c = Held::open_at(held.fd(), COMPACT_DIR.as_ref(), &dir.join(COMPACT_DIR))
-            .map_err(|e| Error::io("open", dir.join(COMPACT_DIR), e))?;
-        let outputs = merge_outputs_at(&c)?;
-        Some((c, outputs))
-    } else {
-        None
-    };
-    let _lock = take_lock(dir)?;
-    let fd = held.fd();
-    // From here on the engine refuses the directory (no identity) and this function takes it.
-    if root::check_kind(&dir.join(ID_FILE), Kind::File)? {
-        rustix::fs::renameat(fd, ID_FILE, fd, INCOMPLETE_MARKER)
-            .map_err(|e| Error::io("rename", dir.join(INCOMPLETE_MARKER), e.into()))?;
+    Ok(Found {
+        generations,
+        receive,
+        scratch,
+        marked,
+    })
+}
+
+/// `butter.receive/` of the database `held`, opened, holding only subvolumes (those `btrfs
+/// receive` made).
+fn open_received(held: &Held) -> Result<Held> {
+    let dir = held.via();
+    let r = Held::open_at(held.fd(), RECEIVE_DIR.as_ref(), &dir.join(RECEIVE_DIR))
+        .map_err(|e| Error::io("open", dir.join(RECEIVE_DIR), e))?;
+    for entry in std::fs::read_dir(r.via()).map_err(|e| Error::io("list", r.path(), e))? {
+        let path = entry.map_err(|e| Error::io("list", r.path(), e))?.path();
+        root::check_kind(&path, Kind::Subvolume).map_err(|e| r.shown(e))?;
     }
-    let mut removed = Removed {
-        generations: generations.len(),
-        ..Removed::default()
-    };
-    if let Some(r) = received {
-        let expect = r.id().map_err(|e| Error::io("fstat", r.path(), e))?;
-        removed.other_subvolumes += std::fs::read_dir(r.via()).map_or(0, Iterator::count);
-        drop(r);
+    Ok(r)
+}
+
+/// Removes `butter.scratch/`, a compacting copy's database under construction: a database of
+/// its own, removed through its own handle. Killed while the engine was creating it, it has no
+/// identity yet; inside a copy being made (`marked`: the outer directory carried the marker)
+/// it is the copy's all the same, so it is marked as such first.
+fn remove_scratch(fd: BorrowedFd<'_>, dir: &Path, marked: bool) -> Result<()> {
+    let shown = dir.join(SCRATCH_DB);
+    let inner =
+        Held::open_at(fd, SCRATCH_DB.as_ref(), &shown).map_err(|e| Error::io("open", &shown, e))?;
+    let inner_marker = inner.via().join(INCOMPLETE_MARKER);
+    if marked
+        && !root::check_kind(&inner.via().join(ID_FILE), Kind::File)?
+        && !root::check_kind(&inner_marker, Kind::File)?
+    {
         BtrfsFs
-            .remove_tree_at(fd, RECEIVE_DIR.as_ref(), Some(expect))
-            .map_err(|e| Error::io("remove", dir.join(RECEIVE_DIR), e))?;
+            .write_new_file(
+                &inner_marker,
+                b"the scratch database of a compacting copy, being removed\n",
+                0o600,
+            )
+            .map_err(|e| inner.shown(Error::io("write", &inner_marker, e)))?;
     }
-    if scratch {
-        // A compacting copy's database under construction: a database of its own. Killed
-        // while the engine was creating it, it has no identity yet; inside a copy being made
-        // (this directory carried the marker) it is the copy's all the same, so it is marked
-        // as such and removed, through its own handle.
-        let shown = dir.join(SCRATCH_DB);
-        let inner = Held::open_at(fd, SCRATCH_DB.as_ref(), &shown)
-            .map_err(|e| Error::io("open", &shown, e))?;
-        let inner_marker = inner.via().join(INCOMPLETE_MARKER);
-        if marked
-            && !root::check_kind(&inner.via().join(ID_FILE), Kind::File)?
-            && !root::check_kind(&inner_marker, Kind::File)?
-        {
-            BtrfsFs
-                .write_new_file(
-                    &inner_marker,
-                    b"the scratch database of a compacting copy, being removed\n",
-                    0o600,
-                )
-                .map_err(|e| inner.shown(Error::io("write", &inner_marker, e)))?;
-        }
-        remove_contents(&inner).map_err(|e| inner.shown(e))?;
-        let expect = inner.id().map_err(|e| Error::io("fstat", &shown, e))?;
-        drop(inner);
-        rmdir_if_same(fd, SCRATCH_DB.as_ref(), expect, &shown)?;
-    }
-    for name in [LIVE_DIR, STAGING_SUBVOLUME] {
-        removed.other_subvolumes +=
-            usize::from(root::check_kind(&dir.join(name), Kind::Subvolume)?);
-    }
-    BtrfsFs
-        .delete_subvolumes_in_fd(fd)
-        .map_err(|e| Error::io("delete subvolume", dir, e))?;
-    if let Some((c, outputs)) = compact {
-        removed.merge_outputs = outputs.len();
-        for name in &outputs {
-            rustix::fs::unlinkat(c.fd(), name.as_str(), AtFlags::empty())
-                .map_err(|e| Error::io("unlink", c.path().join(name), e.into()))?;
-        }
-        let expect = c.id().map_err(|e| Error::io("fstat", c.path(), e))?;
-        let shown = c.path().to_path_buf();
-        drop(c);
-        rmdir_if_same(fd, COMPACT_DIR.as_ref(), expect, &shown)?;
-    }
-    for name in [ID_TMP_FILE, LOCK_FILE, INCOMPLETE_MARKER] {
-        let path = dir.join(name);
-        if root::check_kind(&path, Kind::File)? {
-            rustix::fs::unlinkat(fd, name, AtFlags::empty())
-                .map_err(|e| Error::io("unlink", &path, e.into()))?;
-        }
-    }
-    Ok(removed)
+    remove_contents(&inner).map_err(|e| inner.shown(e))?;
+    let expect = inner.id().map_err(|e| Error::io("fstat", &shown, e))?;
+    drop(inner);
+    rmdir_if_same(fd, SCRATCH_DB.as_ref(), expect, &shown)
 }
 
 /// The names of the merge outputs in the open `compact/` directory `c`; anything else there
@@ -272,19 +307,20 @@ fn merge_outputs_at(c: &Held) -> Result<Vec<String>> {
 
 /// The writer's lock, taken as the engine takes it (`flock` exclusive, not waiting), if the
 /// lock file exists; `None` if it does not (no process has the database open).
-fn take_lock(dir: &Path) -> Result<Option<Flock<File>>> {
+fn take_lock(dir: &Path) -> Result<Option<File>> {
     let path = dir.join(LOCK_FILE);
     let Some(file) =
         root::open_existing_lock(dir).map_err(|e| Error::io("open lock file", &path, e))?
     else {
         return Ok(None);
     };
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(Error::Locked {
+    // The lock is held by the open file and released when it is closed.
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked {
             path: dir.into(),
             lock: path,
         }),
-        Err((_, e)) => Err(Error::io("lock", &path, e.into())),
+        Err(e) => Err(Error::io("lock", &path, e.into())),
     }
 }

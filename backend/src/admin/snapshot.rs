@@ -483,12 +483,12 @@ pub fn inspect_dir(db: &Path) -> Result<DirInfo> {
     let incomplete = root::check_kind(&db.join(INCOMPLETE_MARKER), Kind::File)?;
     let scan = root::scan(db)?;
     let merge_outputs = merge_outputs(db, &scan)?;
-    let vfs = nix::sys::statvfs::statvfs(db).map_err(|e| Error::io("statvfs", db, e.into()))?;
-    let block = vfs.fragment_size();
+    let vfs = rustix::fs::statvfs(db).map_err(|e| Error::io("statvfs", db, e.into()))?;
+    let block = vfs.f_frsize;
     let fs = FsUsage {
-        total: vfs.blocks() * block,
-        used: (vfs.blocks() - vfs.blocks_free()) * block,
-        available: vfs.blocks_available() * block,
+        total: vfs.f_blocks * block,
+        used: (vfs.f_blocks - vfs.f_bfree) * block,
+        available: vfs.f_bavail * block,
     };
     Ok(DirInfo {
         identity: scan.id.map(|id| id.to_hex_string()),

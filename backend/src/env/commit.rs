@@ -292,7 +292,12 @@ impl Env {
 
     /// Step 6: publish the new version in memory, evict merged-away segments from the cache,
     /// and start the next background merge if one is due. Cannot fail.
-    fn step6_publish(&self, writer: &mut WriterState, base: &Version, draft: Draft) -> CommitInfo {
+    fn step6_publish(
+        &self,
+        writer: &mut WriterState,
+        base: &Version,
+        mut draft: Draft,
+    ) -> CommitInfo {
         let mut tables = draft.tables;
         for t in &mut tables {
             t.parts = partitions(&t.segments);
@@ -306,6 +311,8 @@ impl Env {
         for s in &draft.retired {
             self.cache.evict_segment(s.seq, s.block_count());
         }
+        self.budget.observe();
+        draft.info.memory = self.budget.usage();
         if writer.merge.is_none() {
             self.start_merge(writer, &version);
         }
@@ -341,8 +348,8 @@ impl Env {
     fn wait_for_reclaim(&self) {
         let deadline = Instant::now() + RECLAIM_WAIT;
         let free = || {
-            nix::sys::statvfs::statvfs(&self.root)
-                .map(|s| s.blocks_available() * s.fragment_size())
+            rustix::fs::statvfs(&self.root)
+                .map(|s| s.f_bavail * s.f_frsize)
                 .unwrap_or(0)
         };
         let mut best = free();

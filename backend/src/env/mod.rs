@@ -27,11 +27,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nix::fcntl::Flock;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
+use crate::budget::{Budget, MemoryUse};
 use crate::error::{Error, Result};
 use crate::fs::{BtrfsFs, Fs};
+use crate::memory::MemoryCgroup;
 use crate::root::LOCK_FILE;
 use crate::segment::{self, BlockCache, Segment};
 use crate::version::{run_position, Version};
@@ -86,6 +87,11 @@ pub struct CommitInfo {
     /// Bytes of its table's segment files once that merge was in place: how much of the table
     /// the largest merge rewrote is `largest_merge_bytes / largest_merge_table_bytes`.
     pub largest_merge_table_bytes: u64,
+    /// The most the transaction's memory accounting reached ([`crate::WriteTxn::peak_memory_bytes`]).
+    pub txn_peak_memory_bytes: u64,
+    /// The environment's memory accounting once the commit was published
+    /// ([`Env::memory_use`]).
+    pub memory: MemoryUse,
 }
 
 /// Options for opening an [`Env`].
@@ -101,6 +107,8 @@ pub struct EnvBuilder {
     /// (partition bytes, drain job bytes), `policy::PARTITION_BYTES` and
     /// `DRAIN_JOB_BYTES` unless a test sets them.
     merge_sizes: (u64, u64),
+    /// The memory cgroup whose pressure the budget watches; `None` inside: this process's.
+    memory_cgroup: Option<Option<MemoryCgroup>>,
     fs: Arc<dyn Fs>,
 }
 
@@ -114,6 +122,7 @@ impl EnvBuilder {
             merges: Merges::Background,
             group_access: false,
             merge_sizes: (policy::PARTITION_BYTES, policy::DRAIN_JOB_BYTES),
+            memory_cgroup: None,
             fs: Arc::new(BtrfsFs),
         }
     }
@@ -145,6 +154,14 @@ impl EnvBuilder {
     /// cheap).
     pub fn memtable_bytes(mut self, bytes: u64) -> Self {
         self.memtable_bytes = Some(bytes.max(16 << 10));
+        self
+    }
+
+    /// The memory cgroup whose anonymous memory the budget watches for pressure (design.md
+    /// §7.1); `None` watches none. The default is the process's own
+    /// ([`MemoryCgroup::of_self`]).
+    pub fn memory_cgroup(mut self, cgroup: Option<MemoryCgroup>) -> Self {
+        self.memory_cgroup = Some(cgroup);
         self
     }
 
@@ -239,8 +256,8 @@ pub struct Env {
     merge_dir: PathBuf,
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) cache: Arc<BlockCache>,
-    /// [`Env::memtable_budget`].
-    memtable_bytes: u64,
+    /// The memory budget the cache, the segments' indexes and the write transaction share.
+    pub(crate) budget: Budget,
     /// Where merges run, and the sizes of a drain's partitions and jobs (the merge policy's
     /// settings).
     merges: Settings,
@@ -262,7 +279,7 @@ pub struct Env {
     /// Closes the segments commits merge away, off the committing thread.
     retirer: retire::Retirer,
     /// Held for the life of the environment: one process per database.
-    _lock: Flock<File>,
+    _lock: File,
     /// Test-only: see [`Env::on_next_begin_read`].
     #[cfg(feature = "testing")]
     read_hook: ReadHook,
@@ -300,9 +317,17 @@ impl Env {
         &self.root
     }
 
-    /// The block cache's capacity in bytes (as set, or the default chosen at open).
+    /// The block cache's share of the memory budget in bytes (as set, or the default chosen
+    /// at open). Between write transactions the cache may also use their share, and pressure
+    /// shrinks it ([`Env::memory_use`], design.md §7.1).
     pub fn block_cache_bytes(&self) -> usize {
-        self.cache.capacity_bytes()
+        usize::try_from(self.budget.cache_share()).unwrap_or(usize::MAX)
+    }
+
+    /// The memory budget's accounting now: the cache, the indexes, the write transaction,
+    /// and the pressure seen in the process's memory cgroup.
+    pub fn memory_use(&self) -> MemoryUse {
+        self.budget.usage()
     }
 
     /// The newest committed generation.

@@ -82,9 +82,9 @@ pub(super) const PARTITION_BYTES: u64 = 64 << 20;
 /// One drain job takes partitions while their bytes stay within this (at least one): what any
 /// one background merge reads of a table's partitions and writes of them, however large the
 /// table grows. Also the budget of a tiered background merge. It was 256 MiB until the full
-/// window at history 256 (design.md §3.1): the output of a job that ends a drain sits beside
-/// the partitions it replaces and the drained segments, and there a 256 MiB job took the
-/// filesystem's usage to 1.30× the live data.
+/// window at history 256 (docs/runs/design-history.md §3.1): the output of a job that ends a
+/// drain sits beside the partitions it replaces and the drained segments, and there a 256 MiB
+/// job took the filesystem's usage to 1.30× the live data.
 pub(super) const DRAIN_JOB_BYTES: u64 = 128 << 20;
 /// Sequence numbers a drain job may use for its outputs (it cannot take more from the writer
 /// while it runs); the last output grows past the partition size rather than need another.

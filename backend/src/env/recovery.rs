@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nix::fcntl::{Flock, FlockArg};
 use parking_lot::{Mutex, RwLock};
 
+use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::manifest::Manifest;
-use crate::memory;
+use crate::memory::{self, MemoryCgroup};
 use crate::root::{
     self, gen_name, DbId, Kind, RootScan, COMPACT_DIR, ID_FILE, INCOMPLETE_FILE, LIVE_DIR,
     LOCK_FILE,
@@ -49,12 +49,10 @@ impl Env {
         // judged by what its writer is in the middle of. A missing one is created only once
         // the directory has passed every check: a refused open creates nothing (the checks
         // are made again under the lock, which decides).
-        let lock = if root::check_kind(&root.join(LOCK_FILE), Kind::File)? {
-            lock_root(&*fs, &root, file_mode)?
-        } else {
+        if !root::check_kind(&root.join(LOCK_FILE), Kind::File)? {
             check_contents(&root, &live)?;
-            lock_root(&*fs, &root, file_mode)?
-        };
+        }
+        let lock = lock_root(&*fs, &root, file_mode)?;
         let (scan, id) = check_root(&*fs, &root, &live, file_mode)?;
         let mut gens = scan.generations;
         if gens.is_empty() {
@@ -78,6 +76,11 @@ impl Env {
             .unwrap_or_else(|| memory::default_memtable_bytes(available));
         let cache = Arc::new(BlockCache::new(cache_bytes));
         let tables = open_tables(&manifest, &live, &newest_dir, &cache)?;
+        let cgroup = b
+            .memory_cgroup
+            .clone()
+            .unwrap_or_else(MemoryCgroup::of_self);
+        let budget = Budget::new(cache.clone(), cache_bytes as u64, memtable_bytes, cgroup);
         let version = Version {
             generation: newest,
             tables,
@@ -92,7 +95,7 @@ impl Env {
             merge_dir,
             fs,
             cache,
-            memtable_bytes,
+            budget,
             merges: Settings {
                 mode: b.merges,
                 partition_bytes: b.merge_sizes.0,
@@ -146,7 +149,7 @@ fn make_root_on_btrfs(fs: &dyn Fs, root: &Path, dir_mode: u32) -> Result<()> {
 }
 
 /// Take the exclusive lock on `root`'s lock file (one process per database).
-fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<Flock<File>> {
+fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<File> {
     let lock_path = root.join(LOCK_FILE);
     // A directory, FIFO or device by the lock's name is foreign like any other owned name
     // of the wrong type; `O_NOFOLLOW` below refuses a symlink swapped in after this look.
@@ -157,17 +160,21 @@ fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<Flock<File>> {
                 Some(libc::ELOOP) => Error::foreign(&lock_path, "it is a symlink"),
                 _ => Error::io("open lock file", &lock_path, e),
             })?;
-    let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
-        Ok(l) => l,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+    // The lock lives as long as the returned file is open.
+    match rustix::fs::flock(
+        &lock_file,
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    ) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
             return Err(Error::Locked {
                 path: root.to_path_buf(),
                 lock: lock_path,
             })
         }
-        Err((_, e)) => return Err(Error::io("lock", &lock_path, e.into())),
-    };
-    Ok(lock)
+        Err(e) => return Err(Error::io("lock", &lock_path, e.into())),
+    }
+    Ok(lock_file)
 }
 
 /// Check everything by the engine's names in `root` before anything is touched, and the

@@ -48,8 +48,9 @@ pub(crate) fn spill_merge_count(mem_bytes: u64, runs: &[u64]) -> usize {
 impl Env {
     /// Bytes a write transaction's memtables (and the value chunks kept for the next one) may
     /// hold before the transaction spills ([`crate::EnvBuilder::memtable_bytes`]).
+    /// Pressure in the process's memory cgroup lowers it (design.md §7.1).
     pub fn memtable_budget(&self) -> u64 {
-        self.memtable_bytes
+        self.budget.memtable_budget()
     }
 
     /// Write `mem` merged with the newest of `runs` (a table's runs, newest first; as many as
@@ -94,6 +95,7 @@ impl Env {
             }
         }
         super::hooks::fail_point("spill::after_write");
+        self.budget.observe();
         Ok((built?, merged))
     }
 

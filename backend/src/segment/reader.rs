@@ -60,6 +60,9 @@ pub(crate) struct Segment {
     /// `blocks`' boxed keys.
     pub(super) first_prefixes: Box<[u64]>,
     pub(super) cache: Arc<BlockCache>,
+    /// What `blocks`, `first_prefixes` and the two keys take in memory, counted in the
+    /// cache's [`BlockCache::index_bytes`] while the segment is open.
+    index_bytes: u64,
 }
 
 /// Where a transaction's last point lookup in a segment ended. The slasher reads keys in
@@ -292,12 +295,15 @@ impl Segment {
             first_prefixes: blocks.iter().map(|b| key_prefix(&b.first_key)).collect(),
             blocks,
             cache,
+            index_bytes: 0,
         };
         if let Some(first) = seg.blocks.first() {
             seg.min_key = first.first_key.clone();
             let last = seg.block(seg.blocks.len() - 1)?;
             seg.max_key = last.key(last.len().saturating_sub(1)).into();
         }
+        seg.index_bytes = seg.index_heap_bytes();
+        seg.cache.count_index(seg.index_bytes, true);
         Ok(seg)
     }
 
@@ -352,6 +358,14 @@ impl Segment {
 
     pub(crate) fn block_count(&self) -> usize {
         self.blocks.len()
+    }
+
+    /// The heap bytes of its index: each block's location and first key, the key prefixes,
+    /// and the smallest and largest keys.
+    fn index_heap_bytes(&self) -> u64 {
+        let per_block = std::mem::size_of::<BlockLoc>() + std::mem::size_of::<u64>();
+        let keys: usize = self.blocks.iter().map(|b| b.first_key.len()).sum();
+        (self.blocks.len() * per_block + keys + self.min_key.len() + self.max_key.len()) as u64
     }
 
     /// The block that would hold `key`, if any block could.
@@ -494,5 +508,11 @@ impl Segment {
                 None => return Ok(None),
             }
         }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.cache.count_index(self.index_bytes, false);
     }
 }

@@ -40,8 +40,8 @@ pub struct ReplayArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_every: Option<u64>,
     /// butter_db's block cache in MiB (default: the engine's, an eighth of the memory
-    /// available to the process, 8 MiB to 1 GiB); passed to the child as the adapter's
-    /// environment variable `BUTTER_DB_CACHE_MIB`.
+    /// available to the process, 8 MiB to 1 GiB, or the operator's `BUTTER_DB_CACHE_MIB`);
+    /// passed to the child, which puts it in the backend's configuration.
     #[arg(long)]
     pub butter_cache_mib: Option<usize>,
     /// Before the measured batches, fill each row's new database with the state the slasher

@@ -6,24 +6,24 @@ use super::partial::{batches_name, BatchStream};
 use super::run_info::{durability_name, slasher_config};
 use super::settings::SlasherSettings;
 use super::summary::{check_expected, expected_within, summarise, BatchSlashings};
-use crate::clean::DbDir;
-use crate::environment::FsInfo;
-use crate::fill::RegularChain;
-use crate::fixture::{FixtureReader, Manifest};
-use crate::interrupt::Interrupt;
-use crate::measure::{
-    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
-    fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
-};
-use crate::outdir::OutDir;
+use crate::fixtures::file::{FixtureReader, Manifest};
+use crate::replay::fill::RegularChain;
 use crate::report::{
     BackendResult, BatchMerges, BatchRecord, CommitParts, FillSummary, Sample, SlashingsFound,
 };
+use crate::system::clean::DbDir;
+use crate::system::environment::FsInfo;
+use crate::system::interrupt::Interrupt;
+use crate::system::measure::{
+    btrfs_metadata_used_bytes, current_rss_bytes, device_bytes_written, extent_count, files_size,
+    fs_used_bytes, peak_rss_bytes, CpuTimes, ProcIo, Summary,
+};
+use crate::system::outdir::OutDir;
 use anyhow::{anyhow, bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use slasher_adapters::slasher::{Config, Slasher};
 use slasher_adapters::timed::Timed;
-use slasher_adapters::{with_backend, BackendVisitor, CommitSplit, DatabaseBackend, Environment};
+use slasher_adapters::{with_backend, BackendVisitor, CommitTotals, DatabaseBackend, Environment};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,6 +41,8 @@ pub(super) struct ChildJob<'a> {
     progress: bool,
     sample_every: Option<u64>,
     fill_epochs: Option<u64>,
+    /// `--butter-cache-mib`, for the backend's configuration.
+    butter_cache_mib: Option<usize>,
     interrupt: Interrupt,
     /// The run's output directory and the database, held open (`partial.rs` streams each
     /// finished batch into `files.stream` there).
@@ -59,7 +61,7 @@ impl ChildJob<'_> {
 
 /// The database directory the parent made, reached through the descriptor it handed down
 /// (`--db-dir-fd`), and a [`DbDir`] for removing it, which refuses
-/// ([`crate::clean::DbReplaced`]) if the name no longer leads to that directory (another user
+/// ([`crate::system::clean::DbReplaced`]) if the name no longer leads to that directory (another user
 /// swapped it). Without a descriptor (a child started by hand) the path is taken once.
 fn inherited_db_dir(args: &ReplayArgs) -> anyhow::Result<(DbDir, std::os::fd::OwnedFd)> {
     let path = Path::new(&args.db_dir);
@@ -238,6 +240,7 @@ fn run_child_through_handle(args: &ReplayArgs, result_file: &Path) -> anyhow::Re
         progress: !args.no_progress,
         sample_every: args.sample_every,
         fill_epochs: args.fill_epochs,
+        butter_cache_mib: args.butter_cache_mib,
         interrupt,
         files: &files,
         parent: args.parent_pid,
@@ -288,15 +291,13 @@ pub(super) fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// A batch's commit split in milliseconds.
-fn commit_parts(split: &CommitSplit) -> CommitParts {
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    CommitParts {
-        build_ms: ms(split.build),
-        file_ms: ms(split.file),
-        write_back_ms: ms(split.write_back),
-        snapshot_ms: ms(split.snapshot),
-    }
+/// The named parts of a batch's commits in milliseconds, as the engine names them.
+fn commit_parts(totals: &CommitTotals) -> CommitParts {
+    totals
+        .parts
+        .iter()
+        .map(|&(name, d)| (name, d.as_secs_f64() * 1000.0))
+        .collect()
 }
 
 /// Replay the fixture on backend `E` in this process. `E` is wrapped in `Timed` so that each
@@ -310,7 +311,14 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
         .batches
         .unwrap_or(u64::MAX)
         .min(manifest.contents.batch_count);
-    let config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
+    let mut config = slasher_config(&manifest, &job.db, job.non_durable, job.settings)?;
+    config.butter_cache_bytes = job
+        .butter_cache_mib
+        .map(|mib| {
+            mib.checked_mul(1 << 20)
+                .ok_or_else(|| anyhow!("--butter-cache-mib {mib} does not fit in memory"))
+        })
+        .transpose()?;
     let mut before = Before::read(job)?;
     let opened = open_slasher::<E>(job, &config)?;
     let mut head = row_head(
@@ -341,7 +349,7 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
 }
 
 /// Fill the new database with `epochs` epochs of a regular chain over the fixture's
-/// validators that ends at the fixture's first epoch (`crate::fill`), then sync the filesystem
+/// validators that ends at the fixture's first epoch (`crate::replay::fill`), then sync the filesystem
 /// so that the fill's write-back does not land in the measured batches, and reset the peak RSS
 /// so that it is the batches'.
 fn fill_database<E: Environment>(
@@ -358,11 +366,11 @@ fn fill_database<E: Environment>(
         manifest.description.validator_count,
         first_epoch,
         epochs,
-        crate::fill::DEFAULT_SEED,
+        crate::replay::fill::DEFAULT_SEED,
     )?;
     let t = Instant::now();
     let bar = fill_bar(progress, &opened.name);
-    let report = crate::fill::fill(&opened.slasher, &chain, &mut |pass, done, total| {
+    let report = crate::replay::fill::fill(&opened.slasher, &chain, &mut |pass, done, total| {
         bar.set_length(total);
         bar.set_position(done);
         bar.set_message(format!("fill pass {pass} of 3"));
@@ -586,9 +594,10 @@ fn process_batch<E: Environment>(
     let storage_before = slasher.environment().storage_time();
     let calls_before = slasher.environment().storage_calls();
     let cpu_before = CpuTimes::now();
-    let split_before = slasher.environment().commit_split();
+    let engine = slasher.environment().stats();
+    let totals_before = engine.map(|e| e.commit_totals());
     // Starts the batch's span of commit peaks.
-    let _ = slasher.environment().take_commit_peaks();
+    let _ = engine.map(|e| e.take_commit_peaks());
     let t = Instant::now();
     let stats = slasher
         .process_queued(queued.current_epoch)
@@ -603,21 +612,17 @@ fn process_batch<E: Environment>(
     let cpu = cpu_before.until_now();
     let storage_ms = (slasher.environment().storage_time() - storage_before).as_secs_f64() * 1000.0;
     let storage_calls = slasher.environment().storage_calls() - calls_before;
-    let split = slasher
-        .environment()
-        .commit_split()
-        .zip(split_before)
-        .map(|(after, before)| after.since(&before));
-    let merges = split
-        .zip(slasher.environment().take_commit_peaks())
-        .map(|(split, peaks)| BatchMerges {
-            commit_bytes: split.commit_bytes,
-            largest_commit_bytes: peaks.largest_commit_bytes,
-            installed: split.merges,
-            merged_bytes: split.merged_bytes,
-            largest_merge_bytes: peaks.largest_merge_bytes,
-            largest_merge_table_bytes: peaks.largest_merge_table_bytes,
-        });
+    let totals = engine
+        .zip(totals_before)
+        .map(|(e, before)| (e.commit_totals().since(&before), e.take_commit_peaks()));
+    let merges = totals.as_ref().map(|(totals, peaks)| BatchMerges {
+        commit_bytes: totals.commit_bytes,
+        largest_commit_bytes: peaks.largest_commit_bytes,
+        installed: totals.merges,
+        merged_bytes: totals.merged_bytes,
+        largest_merge_bytes: peaks.largest_merge_bytes,
+        largest_merge_table_bytes: peaks.largest_merge_table_bytes,
+    });
 
     let size = files_size(&slasher.environment().filenames());
     let io_end = ProcIo::read()?;
@@ -654,8 +659,14 @@ fn process_batch<E: Environment>(
         attester_slashings: slashings.attester_count(),
         proposer_slashings: slashings.proposer_count(),
         slashings_digest: slashings.digest(),
-        commit_parts: split.as_ref().map(commit_parts),
+        commit_parts: totals.as_ref().map(|(totals, _)| commit_parts(totals)),
         merges,
+        engine_memory: engine.map_or_else(Vec::new, |e| {
+            e.memory()
+                .into_iter()
+                .map(|(name, v)| (name.to_string(), v))
+                .collect()
+        }),
     })
 }
 

@@ -1,7 +1,7 @@
 //! The backends and directories of a run, checked before any backend starts.
 
-use crate::clean::leftovers_in;
-use crate::environment::{probe_fs, refuse_memory_fs, FsInfo};
+use crate::system::clean::leftovers_in;
+use crate::system::environment::{probe_fs, refuse_memory_fs, FsInfo};
 use anyhow::{anyhow, bail, Context};
 use slasher_adapters::DatabaseBackend;
 use std::collections::{BTreeMap, BTreeSet};
@@ -128,7 +128,7 @@ pub(super) fn ensure_writable_dir(what: &str, dir: &Path, shared: Shared) -> any
     }
     let mut last = None;
     for _ in 0..PROBE_TRIES {
-        let name = crate::outdir::unpredictable_name(".slasher-bench-write-check-", "");
+        let name = crate::system::outdir::unpredictable_name(".slasher-bench-write-check-", "");
         match rustix::fs::openat(
             &fd,
             name.as_str(),
@@ -163,10 +163,10 @@ pub(super) fn prepare_dirs(
     out: &Path,
     backends: &[DatabaseBackend],
     dirs: &BTreeMap<DatabaseBackend, PathBuf>,
-) -> anyhow::Result<(crate::outdir::OutDir, Vec<Plan>)> {
+) -> anyhow::Result<(crate::system::outdir::OutDir, Vec<Plan>)> {
     // --out gets its own owner and mode check (OutDir::open).
     ensure_writable_dir("--out", out, Shared::Allowed)?;
-    let out_dir = crate::outdir::OutDir::open(out)?;
+    let out_dir = crate::system::outdir::OutDir::open(out)?;
     let mut plans = Vec::new();
     for backend in backends {
         let root = dirs.get(backend).cloned().unwrap_or_default();

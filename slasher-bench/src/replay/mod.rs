@@ -22,23 +22,30 @@
 //! children's results, runs the correctness gate (every backend must find the same slashings in
 //! every batch) and writes `report.json`, `batches.csv`, `report.md` and the charts.
 //!
-//! Interruptions ([`crate::interrupt`]): on SIGINT or SIGTERM the parent forwards the signal to
+//! Interruptions ([`crate::system::interrupt`]): on SIGINT or SIGTERM the parent forwards the signal to
 //! its child, the child finishes its current batch, removes its database (read-only snapshots
 //! included) and hands back the batches done; the parent writes the report of those batches,
 //! marked interrupted, and exits non-zero ([`Interrupted`]). A child dies with its parent
 //! (parent-death signal). Leftovers of a run killed outright are removed with
-//! `slasher-bench clean` ([`crate::clean`]). A child that dies without a result (killed by the
+//! `slasher-bench clean` ([`crate::system::clean`]). A child that dies without a result (killed by the
 //! kernel's OOM killer, which the report then names, or failing) still leaves the batches it
 //! finished, which it streams as it goes: the report keeps them as a partial row
 //! (`partial.rs`).
+//!
+//! Beside the replay: [`fill`] (a database in the state of a long chain, `--fill-epochs` and
+//! `slasher-bench fill`), [`soak`] (weeks of chain in one run) and [`client`] (a replay through
+//! Lighthouse's own slasher, imported as a row).
 
 mod args;
 mod child;
+pub mod client;
 mod dirs;
+pub mod fill;
 mod partial;
 mod run;
 mod run_info;
 mod settings;
+pub mod soak;
 mod summary;
 #[cfg(test)]
 mod tests;

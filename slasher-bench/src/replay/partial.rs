@@ -9,9 +9,9 @@
 //! The parent turns it into a row marked interrupted, beside the failure, so that the report
 //! and `batches.csv` keep the batches up to the child's death and the gate compares them.
 
-use crate::measure::Summary;
-use crate::outdir::OutDir;
 use crate::report::{BackendResult, BatchRecord};
+use crate::system::measure::Summary;
+use crate::system::outdir::OutDir;
 use anyhow::Context;
 use butter_db::memory::MemoryCgroup;
 use std::io::Write as _;

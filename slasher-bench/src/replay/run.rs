@@ -5,13 +5,14 @@ use super::child::run_child;
 use super::dirs::{parse_backends, parse_db_dirs, prepare_dirs, Plan};
 use super::partial::{batches_name, partial_row_of, OomWatch};
 use super::run_info::{durability_name, measurement_notes, print_header, slasher_config};
-use crate::clean::{db_name, DbDir, DbReplaced};
-use crate::environment::{Build, Machine};
-use crate::fixture::FixtureReader;
-use crate::interrupt::Interrupt;
-use crate::outdir::OutDir;
+use crate::fixtures::file::{FixtureReader, Manifest};
 use crate::report::{self, BackendResult, Failure, FixtureInfo, Report, Run, SlasherConfigInfo};
+use crate::system::clean::{db_name, DbDir, DbReplaced};
+use crate::system::environment::{Build, Machine};
+use crate::system::interrupt::Interrupt;
+use crate::system::outdir::OutDir;
 use anyhow::{anyhow, bail, Context};
+use slasher_adapters::slasher::Config;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -47,7 +48,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
                     }
                 }
                 _ => {
-                    let _ = crate::outdir::write_file(&error_file(result), text);
+                    let _ = crate::system::outdir::write_file(&error_file(result), text);
                 }
             }
         }
@@ -157,7 +158,7 @@ fn run_backend_child(
         cmd.arg("--fill-epochs").arg(n.to_string());
     }
     if let Some(mib) = args.butter_cache_mib {
-        cmd.env(slasher_adapters::BUTTER_CACHE_MIB_VAR, mib.to_string());
+        cmd.arg("--butter-cache-mib").arg(mib.to_string());
     }
     let mut child = cmd
         .spawn()
@@ -254,6 +255,79 @@ fn oom_killed(status: &std::process::ExitStatus, oom: Option<&OomWatch>) -> Opti
 pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     let interrupt =
         Interrupt::install_parent().context("installing the SIGINT/SIGTERM handlers")?;
+    let prepared = prepare(args)?;
+    let machine = Machine::probe();
+    let build = Build::probe();
+    print_header(
+        &args.fixture,
+        &prepared.manifest,
+        prepared.batches_replayed,
+        &machine,
+        &build,
+        &prepared.plans,
+    );
+    if args.non_durable {
+        eprintln!("--non-durable: only redb honours it; the other backends stay durable");
+    }
+    let started_unix_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut rows = Rows::default();
+    for plan in &prepared.plans {
+        if interrupt.is_set() {
+            rows.not_started.push(plan.backend.name().to_string());
+            continue;
+        }
+        run_row(
+            exe,
+            args,
+            &prepared,
+            plan,
+            started_unix_s,
+            &interrupt,
+            &mut rows,
+        )?;
+    }
+    let replaced = std::mem::take(&mut rows.replaced);
+    let report = build_report(
+        args,
+        &prepared,
+        rows,
+        machine,
+        build,
+        started_unix_s,
+        &interrupt,
+    )?;
+    if prepared.out.join("report.json").exists() {
+        eprintln!(
+            "note: replacing the report of an earlier run in {}",
+            prepared.out.display()
+        );
+    }
+    let written = report::write_outputs(&report, &prepared.out)?;
+    print!("{}", report::summary_table(&report));
+    for f in &written {
+        println!("wrote {}", f.display());
+    }
+    verdict(&report, &prepared.out, &replaced, &interrupt)
+}
+
+/// What the parent checked and planned before anything runs.
+struct Prepared {
+    out: PathBuf,
+    manifest: Manifest,
+    /// The slasher's configuration (its path is a placeholder; each child has its own).
+    config: Config,
+    out_dir: OutDir,
+    plans: Vec<Plan>,
+    /// Batches in the fixture, and how many of them are replayed.
+    batch_count: u64,
+    batches_replayed: u64,
+}
+
+/// Checks the arguments, the fixture's header, every directory and then the whole fixture,
+/// in that order, so that a refused run creates neither `--out` nor a `--db-dir`.
+fn prepare(args: &ReplayArgs) -> anyhow::Result<Prepared> {
     let out = args
         .out
         .clone()
@@ -296,120 +370,147 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
             ),
         }
     }
-
-    let machine = Machine::probe();
-    let build = Build::probe();
-    print_header(
-        &args.fixture,
-        &manifest,
+    Ok(Prepared {
+        out,
+        manifest,
+        config,
+        out_dir,
+        plans,
+        batch_count,
         batches_replayed,
-        &machine,
-        &build,
-        &plans,
-    );
-    if args.non_durable {
-        eprintln!("--non-durable: only redb honours it; the other backends stay durable");
-    }
+    })
+}
 
-    let started_unix_s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let mut results = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_started = Vec::new();
-    // Database directories another user swapped during the run: the run fails.
-    let mut replaced = Vec::new();
-    for plan in &plans {
-        if interrupt.is_set() {
-            not_started.push(plan.backend.name().to_string());
-            continue;
-        }
-        let db = plan
-            .root
-            .join(db_name(plan.backend, std::process::id(), started_unix_s));
-        if db.exists() {
-            bail!(
-                "{} already exists; remove it with `slasher-bench clean {}` or choose another \
-                 --db-dir",
-                db.display(),
-                plan.root.display()
-            );
-        }
-        let db_dir = DbDir::create(&db, plan.backend)
-            .with_context(|| format!("creating the database directory {}", db.display()))?;
-        let result_name =
-            crate::outdir::unpredictable_name(&format!(".child-{}-", plan.backend), ".json");
-        eprintln!("== {} in {}", plan.backend, db.display());
-        let outcome = run_backend_child(
-            exe,
-            args,
-            plan,
-            &db,
-            &db_dir,
-            &out_dir,
-            &result_name,
-            batches_replayed,
-            &interrupt,
+/// The rows so far: the results (partial rows of failed children included), the failures, the
+/// backends an interruption kept from starting, and the database directories another user
+/// swapped during the run (the run then fails).
+#[derive(Debug, Default)]
+struct Rows {
+    results: Vec<BackendResult>,
+    failures: Vec<Failure>,
+    not_started: Vec<String>,
+    replaced: Vec<String>,
+}
+
+/// One backend's row: its database directory made, its child run, its outcome recorded in
+/// `rows`, the directory removed (unless `--keep-db` on an uninterrupted run).
+fn run_row(
+    exe: &Path,
+    args: &ReplayArgs,
+    prepared: &Prepared,
+    plan: &Plan,
+    started_unix_s: u64,
+    interrupt: &Interrupt,
+    rows: &mut Rows,
+) -> anyhow::Result<()> {
+    let db = plan
+        .root
+        .join(db_name(plan.backend, std::process::id(), started_unix_s));
+    if db.exists() {
+        bail!(
+            "{} already exists; remove it with `slasher-bench clean {}` or choose another \
+             --db-dir",
+            db.display(),
+            plan.root.display()
         );
-        match outcome {
-            Ok(ChildOutcome::Done(result)) => {
+    }
+    let db_dir = DbDir::create(&db, plan.backend)
+        .with_context(|| format!("creating the database directory {}", db.display()))?;
+    let result_name =
+        crate::system::outdir::unpredictable_name(&format!(".child-{}-", plan.backend), ".json");
+    eprintln!("== {} in {}", plan.backend, db.display());
+    let outcome = run_backend_child(
+        exe,
+        args,
+        plan,
+        &db,
+        &db_dir,
+        &prepared.out_dir,
+        &result_name,
+        prepared.batches_replayed,
+        interrupt,
+    );
+    match outcome {
+        Ok(ChildOutcome::Done(result)) => {
+            print_row_line(&result, prepared.batches_replayed);
+            rows.results.push(*result);
+        }
+        Ok(ChildOutcome::Failed(error, partial)) => {
+            eprintln!("   {}: FAILED: {error}", plan.backend);
+            rows.failures.push(Failure {
+                backend: plan.backend.name().into(),
+                error,
+            });
+            if let Some(row) = partial {
                 eprintln!(
-                    "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s{}",
-                    result.name,
-                    result.first_batch_ms,
-                    result.median_batch_ms,
-                    result.p99_batch_ms,
-                    result.max_batch_ms,
-                    result.total_s,
-                    if result.interrupted {
-                        format!(
-                            " (interrupted after {} of {batches_replayed} batches)",
-                            result.batches.len()
-                        )
-                    } else {
-                        String::new()
-                    }
+                    "   {}: kept the {} batches it finished (a partial row)",
+                    row.name,
+                    row.batches.len()
                 );
-                results.push(*result);
-            }
-            Ok(ChildOutcome::Failed(error, partial)) => {
-                eprintln!("   {}: FAILED: {error}", plan.backend);
-                failures.push(Failure {
-                    backend: plan.backend.name().into(),
-                    error,
-                });
-                if let Some(row) = partial {
-                    eprintln!(
-                        "   {}: kept the {} batches it finished (a partial row)",
-                        row.name,
-                        row.batches.len()
-                    );
-                    results.push(*row);
-                }
-            }
-            Err(e) => {
-                let _ = db_dir.remove();
-                return Err(e);
+                rows.results.push(*row);
             }
         }
-        // An interrupted run keeps nothing behind, whatever --keep-db says.
-        if interrupt.is_set() || !args.keep_db {
-            if let Err(e) = db_dir.remove() {
-                eprintln!("warning: {}", crate::errors::chain_text(&e));
-                if e.is::<DbReplaced>() {
-                    replaced.push(db.display().to_string());
-                }
+        Err(e) => {
+            let _ = db_dir.remove();
+            return Err(e);
+        }
+    }
+    // An interrupted run keeps nothing behind, whatever --keep-db says.
+    if interrupt.is_set() || !args.keep_db {
+        if let Err(e) = db_dir.remove() {
+            eprintln!("warning: {}", crate::errors::chain_text(&e));
+            if e.is::<DbReplaced>() {
+                rows.replaced.push(db.display().to_string());
             }
         }
     }
+    Ok(())
+}
 
-    let rows: Vec<&BackendResult> = results.iter().collect();
-    let correctness = report::correctness(&rows);
+/// A finished row's line on the terminal.
+fn print_row_line(result: &BackendResult, batches_replayed: u64) {
+    eprintln!(
+        "   {}: first {:.1} ms, median {:.1} ms, p99 {:.1} ms, max {:.1} ms, total {:.2} s{}",
+        result.name,
+        result.first_batch_ms,
+        result.median_batch_ms,
+        result.p99_batch_ms,
+        result.max_batch_ms,
+        result.total_s,
+        if result.interrupted {
+            format!(
+                " (interrupted after {} of {batches_replayed} batches)",
+                result.batches.len()
+            )
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// The run's report: its rows merged and gated, with what the run was.
+fn build_report(
+    args: &ReplayArgs,
+    prepared: &Prepared,
+    rows: Rows,
+    machine: Machine,
+    build: Build,
+    started_unix_s: u64,
+    interrupt: &Interrupt,
+) -> anyhow::Result<Report> {
+    let config = &prepared.config;
+    let gated: Vec<&BackendResult> = rows.results.iter().collect();
+    let correctness = report::correctness(&gated);
     let interrupted_by = interrupt.is_set().then(|| interrupt.signal_name());
     let run = Run {
         started_unix_s,
         command: std::env::args().collect(),
-        fixture: FixtureInfo::new(&args.fixture, &manifest, batch_count, batches_replayed)?,
+        fixture: FixtureInfo::new(
+            &args.fixture,
+            &prepared.manifest,
+            prepared.batch_count,
+            prepared.batches_replayed,
+        )?,
         slasher_config: SlasherConfigInfo {
             chunk_size: config.chunk_size,
             validator_chunk_size: config.validator_chunk_size,
@@ -423,29 +524,29 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         machine,
         build,
         notes: measurement_notes(),
-        backends: results,
-        failures,
+        backends: rows.results,
+        failures: rows.failures,
         correctness,
         interrupted: interrupted_by.is_some(),
         interrupted_by: interrupted_by.map(str::to_string),
-        not_started,
+        not_started: rows.not_started,
     };
-    let report = Report {
+    Ok(Report {
         schema: report::REPORT_SCHEMA.into(),
         generated_by: crate::TOOL.into(),
         runs: vec![run],
-    };
-    if out.join("report.json").exists() {
-        eprintln!(
-            "note: replacing the report of an earlier run in {}",
-            out.display()
-        );
-    }
-    let written = report::write_outputs(&report, &out)?;
-    print!("{}", report::summary_table(&report));
-    for f in &written {
-        println!("wrote {}", f.display());
-    }
+    })
+}
+
+/// The run's outcome once its report is written: an error for swapped database directories,
+/// an interruption, a failed correctness gate, expected slashings not found, or failed
+/// backends, in that order.
+fn verdict(
+    report: &Report,
+    out: &Path,
+    replaced: &[String],
+    interrupt: &Interrupt,
+) -> anyhow::Result<()> {
     let run = report.runs.first().ok_or_else(|| anyhow!("no run"))?;
     if !replaced.is_empty() {
         bail!(
@@ -455,7 +556,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
             out.display()
         );
     }
-    if interrupted_by.is_some() {
+    if run.interrupted_by.is_some() {
         let done: Vec<String> = run
             .backends
             .iter()
@@ -478,7 +579,7 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
     if let Some(d) = &run.correctness.first_difference {
         bail!("correctness gate failed: {d} (report in {})", out.display());
     }
-    if let Some(missed) = report::missing_expected(&report) {
+    if let Some(missed) = report::missing_expected(report) {
         bail!(
             "expected slashings not found: {missed} (report in {})",
             out.display()

@@ -3,8 +3,8 @@
 
 use super::dirs::Plan;
 use super::settings::{SlasherSettings, SECONDS_PER_SLOT};
-use crate::environment::{Build, Machine};
-use crate::fixture::Manifest;
+use crate::fixtures::file::Manifest;
+use crate::system::environment::{Build, Machine};
 use anyhow::{anyhow, bail};
 use slasher_adapters::slasher::Config;
 use slasher_adapters::Durability;

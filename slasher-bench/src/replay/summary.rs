@@ -1,7 +1,7 @@
 //! A backend's slashings: per-batch digests for the gate, the summary in its row, and the
 //! check against the slashings the fixture's manifest expects.
 
-use crate::fixture::{ExpectedSlashing, Manifest};
+use crate::fixtures::file::{ExpectedSlashing, Manifest};
 use crate::report::{ExpectedCheck, SlashingRecord, VoteRecord};
 use sha2::{Digest, Sha256};
 use slasher_adapters::slasher::{AttesterSlashing, IndexedAttestation, ProposerSlashing};

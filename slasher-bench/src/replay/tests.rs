@@ -189,7 +189,7 @@ fn a_dead_childs_stream_becomes_a_partial_row() {
         open_ms: 5.0,
         ..BackendResult::default()
     };
-    let out = crate::outdir::OutDir::open(dir.path()).unwrap();
+    let out = crate::system::outdir::OutDir::open(dir.path()).unwrap();
     let mut stream = BatchStream::create(&out, ".child-butter.json.batches", &head).unwrap();
     // Created exclusively: a second stream by the same name (or anything planted there) fails.
     assert!(BatchStream::create(&out, ".child-butter.json.batches", &head).is_err());

@@ -2,7 +2,7 @@
 
 use super::gate::groups;
 use super::model::{BackendResult, Report, Sample};
-use crate::outdir::OutDir;
+use crate::system::outdir::OutDir;
 use anyhow::anyhow;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};

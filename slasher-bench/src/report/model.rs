@@ -1,7 +1,7 @@
 //! The report's JSON schema: [`Report`] and everything it holds, as `report.json` stores it.
 
-use crate::environment::{Build, FsInfo, Machine};
-use crate::measure::ProcIo;
+use crate::system::environment::{Build, FsInfo, Machine};
+use crate::system::measure::ProcIo;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -78,7 +78,7 @@ impl FixtureInfo {
     /// The manifest cannot be turned into JSON.
     pub fn new(
         path: &Path,
-        manifest: &crate::fixture::Manifest,
+        manifest: &crate::fixtures::file::Manifest,
         batch_count: u64,
         batches_replayed: u64,
     ) -> serde_json::Result<Self> {
@@ -299,9 +299,14 @@ pub struct BatchRecord {
     /// reports it (butter_db); `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merges: Option<BatchMerges>,
+    /// The engine's own memory accounting after the batch's last commit, by the engine's names
+    /// (`slasher_adapters::EngineStats::memory`): bytes, and levels for names ending in
+    /// `level`. Empty for a backend that keeps none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engine_memory: Vec<(String, u64)>,
 }
 
-/// The writes of a batch's commits (`slasher_adapters::CommitSplit` and `CommitPeaks` over
+/// The writes of a batch's commits (`slasher_adapters::CommitTotals` and `CommitPeaks` over
 /// the batch), in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchMerges {
@@ -319,19 +324,94 @@ pub struct BatchMerges {
     pub largest_merge_table_bytes: u64,
 }
 
-/// The parts of a batch's commits (`slasher_adapters::CommitSplit` over the batch), in ms.
-/// The rest of `commit_ms` is what the commits spent outside them (the manifest, deleting old
-/// generations, closing retired files).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CommitParts {
-    /// Merging the changed tables' writes into new segments.
-    pub build_ms: f64,
-    /// Copying the new segments into their files and starting their write-back.
-    pub file_ms: f64,
-    /// Waiting for that write-back.
-    pub write_back_ms: f64,
-    /// The snapshot that commits.
-    pub snapshot_ms: f64,
+/// The parts of a batch's commits (`slasher_adapters::CommitTotals::parts` over the batch),
+/// in ms, by the engine's names and in its order; the rest of `commit_ms` is what the commits
+/// spent outside them (for butter_db: the manifest, deleting old generations, closing retired
+/// files). Nothing here names a part: the CSV and Markdown show whichever parts a row has, so a
+/// new part in the engine's adapter reaches the report without a change here.
+///
+/// In JSON an object whose keys are the names with `_ms` appended, in order (e.g.
+/// `{"build_ms": 1.2, "snapshot_ms": 3.4}`), as older reports stored their four fixed fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitParts(Vec<(String, f64)>);
+
+impl CommitParts {
+    /// The parts, in order: (name, ms).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.0.iter().map(|(n, ms)| (n.as_str(), *ms))
+    }
+
+    /// The part `name`, ms.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.iter().find(|&(n, _)| n == name).map(|(_, ms)| ms)
+    }
+
+    /// Adds `ms` to the part `name`, which goes last if it is new.
+    pub fn add(&mut self, name: &str, ms: f64) {
+        match self.0.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v += ms,
+            None => self.0.push((name.to_string(), ms)),
+        }
+    }
+
+    /// Every part together, ms.
+    pub fn total_ms(&self) -> f64 {
+        self.0.iter().map(|(_, ms)| ms).sum()
+    }
+}
+
+impl<S: Into<String>> FromIterator<(S, f64)> for CommitParts {
+    fn from_iter<I: IntoIterator<Item = (S, f64)>>(iter: I) -> Self {
+        let mut parts = CommitParts::default();
+        for (name, ms) in iter {
+            parts.add(&name.into(), ms);
+        }
+        parts
+    }
+}
+
+impl Serialize for CommitParts {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, ms) in &self.0 {
+            map.serialize_entry(&format!("{name}_ms"), ms)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for CommitParts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Parts;
+        impl<'de> serde::de::Visitor<'de> for Parts {
+            type Value = CommitParts;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of commit parts in ms, keyed NAME_ms")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<CommitParts, A::Error> {
+                let mut parts = CommitParts::default();
+                while let Some((key, ms)) = map.next_entry::<String, f64>()? {
+                    let Some(name) = key.strip_suffix("_ms") else {
+                        return Err(serde::de::Error::custom(format!(
+                            "commit part {key:?} does not end in _ms"
+                        )));
+                    };
+                    if parts.get(name).is_some() {
+                        return Err(serde::de::Error::custom(format!(
+                            "commit part {key:?} given twice"
+                        )));
+                    }
+                    parts.add(name, ms);
+                }
+                Ok(parts)
+            }
+        }
+        deserializer.deserialize_map(Parts)
+    }
 }
 
 /// The state of a database and its filesystem after a batch (`replay --sample-every`).
@@ -485,5 +565,5 @@ pub struct FillSummary {
     /// Seconds of the `sync` after it.
     pub sync_seconds: f64,
     /// What it wrote.
-    pub report: crate::fill::FillReport,
+    pub report: crate::replay::fill::FillReport,
 }

@@ -5,7 +5,7 @@
 use super::model::{BackendResult, Report};
 use super::table::{baseline, mib, opt_mib, phase_batches, ratio};
 use super::table::{phase_times, Phase};
-use crate::measure::Summary;
+use crate::system::measure::Summary;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -1,9 +1,9 @@
-//! What the report's tables share (render.rs and scale.rs): the phases of a replay and a row's
+//! What the report's tables share (render/ and scale.rs): the phases of a replay and a row's
 //! times in each, the LMDB row a row is compared with, a row's batches in a phase, and the ratio
 //! and MiB cells.
 
 use super::model::{BackendResult, BatchRecord};
-use crate::measure::Summary;
+use crate::system::measure::Summary;
 
 /// The LMDB row a row is compared with: LMDB replayed by the same slasher (the port, or the
 /// same client) on the same filesystem if present in the group, else on any filesystem.

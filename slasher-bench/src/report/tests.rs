@@ -2,7 +2,7 @@
 
 use super::render::{
     phase_clock, phase_commits, render_client_pairs, render_clock, render_commit_parts, render_cpu,
-    render_csv, render_markdown, render_merges, render_phases, render_soak,
+    render_csv, render_engine_memory, render_markdown, render_merges, render_phases, render_soak,
 };
 use super::table::{baseline, ratio};
 use super::*;
@@ -173,11 +173,15 @@ fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
         "butter",
         &[(1, 90.0, 40.0), (1, 80.0, 30.0), (2, 30.0, 10.0)],
     );
-    let parts = |build_ms, snapshot_ms| CommitParts {
-        build_ms,
-        file_ms: 1.0,
-        write_back_ms: 0.5,
-        snapshot_ms,
+    let parts = |build_ms, snapshot_ms| -> CommitParts {
+        [
+            ("build", build_ms),
+            ("file", 1.0),
+            ("write_back", 0.5),
+            ("snapshot", snapshot_ms),
+        ]
+        .into_iter()
+        .collect()
     };
     for (b, (commit, p)) in butter.batches.iter_mut().zip([
         (20.0, parts(10.0, 4.0)),
@@ -190,12 +194,14 @@ fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
     let cold = phase_commits(&butter, Phase::ColdEpoch).expect("cold commits");
     assert_eq!(cold.batches, 2);
     assert!((cold.commit_s - 0.050).abs() < 1e-12, "{cold:?}");
-    let want = CommitParts {
-        build_ms: 25.0,
-        file_ms: 2.0,
-        write_back_ms: 1.0,
-        snapshot_ms: 10.0,
-    };
+    let want: CommitParts = [
+        ("build", 25.0),
+        ("file", 2.0),
+        ("write_back", 1.0),
+        ("snapshot", 10.0),
+    ]
+    .into_iter()
+    .collect();
     assert_eq!(cold.parts, want);
     // 50 ms of commits, 25 + 2 + 1 + 10 = 38 of them in the parts.
     assert!((cold.rest_s() - 0.012).abs() < 1e-12, "{cold:?}");
@@ -235,6 +241,70 @@ fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
         "{}",
         lines[3]
     );
+}
+
+#[test]
+fn a_commit_part_the_report_has_never_seen_gets_its_columns_by_name() {
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 90.0, 40.0), (1, 80.0, 30.0)],
+    );
+    for (i, b) in butter.batches.iter_mut().enumerate() {
+        b.commit_ms = 20.0;
+        let mut parts: CommitParts = [("build", 5.0), ("snapshot", 4.0)].into_iter().collect();
+        if i == 1 {
+            parts.add("manifest_sync", 2.5);
+        }
+        b.commit_parts = Some(parts);
+    }
+    let mut s = String::new();
+    render_commit_parts(&mut s, &[(0, &butter)]);
+    assert!(
+        s.contains("| commits s | build | snapshot | manifest-sync | rest |"),
+        "{s}"
+    );
+    assert!(s.contains("*manifest-sync*; *rest*"), "{s}");
+    // 40 ms of commits: 10 + 8 + 2.5 in the parts.
+    assert!(
+        s.contains("| 0.01 (25 %) | 0.01 (20 %) | 0.00 (6 %) | 0.02 (49 %) |"),
+        "{s}"
+    );
+    let csv = render_csv(&Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: String::new(),
+        runs: vec![run_with(1_000, vec![butter])],
+    });
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].contains(
+            ",storage_ms,commit_build_ms,commit_snapshot_ms,commit_manifest_sync_ms,storage_calls,"
+        ),
+        "{}",
+        lines[0]
+    );
+    // The first batch lacks the new part: its field is empty.
+    assert!(lines[1].contains(",5.000,4.000,,"), "{}", lines[1]);
+    assert!(lines[2].contains(",5.000,4.000,2.500,"), "{}", lines[2]);
+}
+
+#[test]
+fn commit_parts_keep_the_json_of_older_reports_and_refuse_a_bad_key() {
+    let old = r#"{"build_ms":1.5,"file_ms":0.25,"write_back_ms":0.0,"snapshot_ms":3.0}"#;
+    let parts: CommitParts = serde_json::from_str(old).unwrap();
+    let names: Vec<&str> = parts.iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["build", "file", "write_back", "snapshot"]);
+    assert_eq!(parts.get("snapshot"), Some(3.0));
+    assert!((parts.total_ms() - 4.75).abs() < 1e-12);
+    assert_eq!(serde_json::to_string(&parts).unwrap(), old);
+    for bad in [
+        r#"{"build":1.0}"#,
+        r#"{"build_ms":1.0,"build_ms":2.0}"#,
+        r#"[1.0]"#,
+    ] {
+        let err = serde_json::from_str::<CommitParts>(bad).unwrap_err();
+        assert!(err.is_data(), "{bad}: {err}");
+    }
 }
 
 #[test]
@@ -649,4 +719,38 @@ fn rows_without_batches_pass_no_gate() {
         "{md}"
     );
     assert!(!md.contains("found the same slashings"), "{md}");
+}
+
+#[test]
+fn engine_memory_shows_each_figures_largest_over_the_batches() {
+    let mut butter = timed_row(
+        "butter@btrfs",
+        "butter",
+        &[(1, 90.0, 40.0), (1, 80.0, 30.0)],
+    );
+    let figures = |cache: u64, level: u64| {
+        vec![
+            ("cache".to_string(), cache),
+            ("pressure_level".to_string(), level),
+        ]
+    };
+    butter.batches[0].engine_memory = figures(6 << 20, 2);
+    butter.batches[1].engine_memory = figures(3 << 19, 0);
+    let mut s = String::new();
+    render_engine_memory(&mut s, &butter);
+    assert!(
+        s.contains("`butter@btrfs`'s own memory accounting, the largest after any batch: cache 6.0 MiB, pressure_level 2"),
+        "{s}"
+    );
+    // The figures travel in the report's JSON.
+    let json = serde_json::to_string(&butter.batches[0]).unwrap();
+    let back: BatchRecord = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.engine_memory, butter.batches[0].engine_memory);
+    // A row without them gets no line.
+    for b in &mut butter.batches {
+        b.engine_memory.clear();
+    }
+    let mut s = String::new();
+    render_engine_memory(&mut s, &butter);
+    assert!(s.is_empty(), "{s}");
 }

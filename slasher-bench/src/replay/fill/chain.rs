@@ -2,7 +2,7 @@
 //! an epoch, on time, so that a database after thousands of its batches can be computed
 //! directly (`super::write`) and also replayed batch by batch ([`RegularChain::batches`]).
 //!
-//! - Committees: the spec's shuffle with [`crate::shuffle::synthetic_seed`], as `generate` uses.
+//! - Committees: the spec's shuffle with [`crate::fixtures::shuffle::synthetic_seed`], as `generate` uses.
 //! - Slot `t` has one header: proposer drawn from the seed, `parent_root` the previous header's
 //!   tree-hash root, state and body roots derived from the seed.
 //! - The members of slot `t`'s committees form one Electra aggregate (`index` 0) voting for the
@@ -11,9 +11,9 @@
 //!   It is included in the batch of slot `t + 1`; the last slot's aggregate is never included.
 //! - Nothing is slashable: no validator votes twice for a target, and no vote surrounds another.
 
-use crate::fixture::Batch;
-use crate::generate::{derived_root, SplitMix64};
-use crate::shuffle::{EpochCommittees, SLOTS_PER_EPOCH};
+use crate::fixtures::file::Batch;
+use crate::fixtures::generate::{derived_root, SplitMix64};
+use crate::fixtures::shuffle::{EpochCommittees, SLOTS_PER_EPOCH};
 use slasher_adapters::slasher::types::{
     AttestationData, BeaconBlockHeader, Checkpoint, Hash256, IndexedAttestation,
     SignedBeaconBlockHeader,

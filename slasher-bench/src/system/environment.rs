@@ -353,7 +353,7 @@ const REPORTED_CRATES: &[&str] = &[
 ];
 
 /// The workspace lock file as it was when this binary was built.
-const CARGO_LOCK: &str = include_str!("../../Cargo.lock");
+const CARGO_LOCK: &str = include_str!("../../../Cargo.lock");
 
 impl Build {
     /// Describe this build.

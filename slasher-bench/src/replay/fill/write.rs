@@ -34,7 +34,7 @@ use slasher_adapters::tables::{OpenDatabases, MAX_NUM_DBS, TABLE_NAMES};
 
 use super::chain::RegularChain;
 use super::error::FillError;
-use crate::shuffle::SLOTS_PER_EPOCH;
+use crate::fixtures::shuffle::SLOTS_PER_EPOCH;
 
 /// A write transaction is committed once its entries' keys, values and [`ENTRY_COST`] add up
 /// to this many bytes, which bounds what the backend holds in memory until the commit.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::generate::{generate, GenerateOptions};
+use crate::fixtures::generate::{generate, GenerateOptions};
 use crate::replay::{self, ReplayArgs};
 
 /// The soak's default history, epochs.

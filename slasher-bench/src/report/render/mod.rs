@@ -1,0 +1,78 @@
+//! Renderings of a report, one file each: `report.json` ([`json`]), `batches.csv` ([`csv`]),
+//! `report.md` ([`markdown`], with its per-phase tables in [`phase_tables`]) and the terminal
+//! summary ([`terminal`]). What more than one of them uses is here.
+
+mod csv;
+mod json;
+mod markdown;
+mod phase_tables;
+mod terminal;
+
+pub use csv::render_csv;
+pub use json::render_json;
+pub use markdown::render_markdown;
+#[cfg(test)]
+pub(crate) use markdown::{render_engine_memory, render_merges};
+pub use phase_tables::{
+    client_pairs, phase_clock, phase_commits, soak_trend, Aging, ClientPair, PhaseClock,
+    PhaseCommits, SoakTrend,
+};
+pub(crate) use phase_tables::{
+    render_client_pairs, render_clock, render_commit_parts, render_cpu, render_phases, render_soak,
+};
+pub use terminal::summary_table;
+
+use super::model::{BackendResult, Report};
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// Write `report.json`, `batches.csv`, `report.md` and the SVG charts into `out` (created if
+/// missing). Each file is written new and renamed into place through a handle on `out`
+/// ([`crate::system::outdir::OutDir`]), which must be the user's own and not writable by others
+/// without the sticky bit. Returns the files written.
+///
+/// # Errors
+/// `out` is refused; I/O and chart-drawing errors.
+pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let dir = crate::system::outdir::OutDir::open(out)?;
+    let mut written = vec![
+        dir.write("report.json", &render_json(report)?)?,
+        dir.write("batches.csv", render_csv(report).as_bytes())?,
+    ];
+    let charts = crate::report::charts::write_charts_in(report, &dir)?;
+    written.push(dir.write("report.md", render_markdown(report, &charts).as_bytes())?);
+    written.extend(charts.into_iter().map(|c| c.path));
+    Ok(written)
+}
+
+/// The names of the commit parts `rows` have, in the order they first appear.
+pub(crate) fn part_names<'a>(rows: impl IntoIterator<Item = &'a BackendResult>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for b in rows.into_iter().flat_map(|r| &r.batches) {
+        for (name, _) in b.commit_parts.iter().flat_map(|p| p.iter()) {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// `part` as a whole percentage of `whole`; "–" if `whole` is not positive.
+fn percent(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.0} %", 100.0 * part / whole)
+    } else {
+        "–".into()
+    }
+}
+
+/// `value`, or `n/m` for a client's row, which does not measure it.
+pub(crate) fn unless_client(row: &BackendResult, value: String) -> String {
+    if row.client.is_some() {
+        "n/m".into()
+    } else {
+        value
+    }
+}
