@@ -97,7 +97,22 @@ impl DbDir {
     /// # Errors
     /// I/O errors; `db` exists already.
     pub fn create(db: &Path, backend: DatabaseBackend) -> std::io::Result<DbDir> {
-        let (parent, name) = open_parent(db)?;
+        let (parent, _) = open_parent(db)?;
+        DbDir::create_in(parent, db, backend)
+    }
+
+    /// [`DbDir::create`] in the directory `parent` holds open (`db`'s parent, resolved once by
+    /// the caller): the name is never looked up from `db`'s path, only `db`'s last component
+    /// relative to the handle.
+    ///
+    /// # Errors
+    /// I/O errors; `db` exists already; `db` has no file name.
+    pub fn create_in(
+        parent: OwnedFd,
+        db: &Path,
+        backend: DatabaseBackend,
+    ) -> std::io::Result<DbDir> {
+        let (_, name) = slasher_adapters::config::parent_and_name(db)?;
         rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o755))?;
         let dir = DbDir::at(db, parent, name)?;
         let handle = dir.handle()?;
@@ -126,14 +141,22 @@ impl DbDir {
         DbDir::at(db, parent, name)
     }
 
-    /// Take hold of `db` as the directory with identity `id` (device and inode) without
-    /// looking its name up now: a child handed the directory by its parent. Whatever the name
+    /// Take hold of `db` as the directory `dir` (a handle on it) with identity `id` (device
+    /// and inode) without looking `db`'s path up: a child handed the directory by its parent. Whatever the name
     /// leads to later is refused ([`DbReplaced`]) unless it is that directory.
     ///
     /// # Errors
-    /// `db`'s parent cannot be opened.
-    pub fn with_id(db: &Path, id: (u64, u64)) -> std::io::Result<DbDir> {
-        let (parent, name) = open_parent(db)?;
+    /// `dir`'s parent cannot be opened; `db` has no file name.
+    pub fn with_id_below(db: &Path, dir: &OwnedFd, id: (u64, u64)) -> std::io::Result<DbDir> {
+        let (_, name) = slasher_adapters::config::parent_and_name(db)?;
+        // `..` of the directory itself: the directory that holds it now, found without
+        // looking any name of `db`'s path up.
+        let parent = rustix::fs::openat(
+            dir,
+            "..",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(DbDir {
             path: db.to_path_buf(),
             parent,
@@ -267,6 +290,16 @@ fn is_marker_less_remains(path: &Path) -> bool {
 /// The databases `replay` made directly inside `dir`, sorted.
 pub fn leftovers_in(dir: &Path) -> Vec<PathBuf> {
     entries_where(dir, is_benchmark_db).unwrap_or_default()
+}
+
+/// [`leftovers_in`] the directory `handle` holds open (looked at through
+/// [`DbDir::path_through`], never by `shown`, its path), named as entries of `shown`.
+pub fn leftovers_in_handle(handle: &OwnedFd, shown: &Path) -> Vec<PathBuf> {
+    let through = DbDir::path_through(handle);
+    leftovers_in(&through)
+        .into_iter()
+        .filter_map(|p| p.file_name().map(|n| shown.join(n)))
+        .collect()
 }
 
 /// The entries of `dir` for which `keep` holds, sorted.
