@@ -380,18 +380,46 @@ pub struct CleanArgs {
 /// `dir` is missing or not a directory, or a removal failed.
 pub fn run(args: CleanArgs) -> anyhow::Result<()> {
     let dir = &args.dir;
-    let meta =
-        std::fs::symlink_metadata(dir).with_context(|| format!("clean {}", dir.display()))?;
-    if !meta.is_dir() {
-        bail!(
+    // DIR is looked up once, here; everything after goes through this handle (or its `..`),
+    // so another user who can rename entries on DIR's path cannot point the removals at
+    // another directory between the listing and the removal.
+    let handle = match rustix::fs::open(dir, DIR_FLAGS, Mode::empty()) {
+        Ok(h) => h,
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => bail!(
             "{} is not a directory (a symlink is never followed); nothing was removed",
             dir.display()
-        );
-    }
-    let candidates = if is_named_db_dir(dir) {
-        vec![dir.clone()]
-    } else {
-        entries_where(dir, is_named_db_dir).with_context(|| format!("listing {}", dir.display()))?
+        ),
+        Err(e) => {
+            return Err(std::io::Error::from(e)).with_context(|| format!("clean {}", dir.display()))
+        }
+    };
+    let own_name = dir
+        .file_name()
+        .and_then(OsStr::to_str)
+        .filter(|n| is_db_name(n))
+        .map(str::to_owned);
+    // The directory the candidates are in (held open) and its path as the user gave it.
+    let (base_handle, shown_base) = match &own_name {
+        Some(_) => (
+            rustix::fs::openat(&handle, "..", DIR_FLAGS, Mode::empty())
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("opening the directory holding {}", dir.display()))?,
+            dir.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        ),
+        None => (handle, dir.clone()),
+    };
+    let base = DbDir::path_through(&base_handle);
+    let candidates = match &own_name {
+        Some(name) => vec![base.join(name)],
+        None => entries_where(&base, is_named_db_dir)
+            .with_context(|| format!("listing {}", dir.display()))?,
+    };
+    // What a path through the handle is called in messages: its name in the user's DIR.
+    let base_text = base.display().to_string();
+    let shown_text = shown_base.display().to_string();
+    let shown = |p: &Path| match p.file_name() {
+        Some(n) => shown_base.join(n),
+        None => shown_base.clone(),
     };
     let targets: Vec<&PathBuf> = candidates
         .iter()
@@ -409,14 +437,18 @@ pub fn run(args: CleanArgs) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for target in targets {
         if let Some(why) = in_use(target) {
-            println!("skipped {}: {why}", target.display());
+            println!("skipped {}: {why}", shown(target).display());
             continue;
         }
         match remove_db_dir(target) {
-            Ok(()) => println!("removed {}", target.display()),
+            Ok(()) => println!("removed {}", shown(target).display()),
             Err(e) => {
-                eprintln!("could not remove {}: {e:#}", target.display());
-                failed.push(target.display().to_string());
+                eprintln!(
+                    "could not remove {}: {}",
+                    shown(target).display(),
+                    format!("{e:#}").replace(&base_text, &shown_text)
+                );
+                failed.push(shown(target).display().to_string());
             }
         }
     }
