@@ -20,7 +20,8 @@
 //! profile directory (`cargo build -p butter-tools -p slasher-bench`; scripts/test.sh builds
 //! the workspace first), or those in `HOSTILE_SWAP_BIN_DIR` (e.g. an older commit's build, to
 //! show what the tier finds there). `HOSTILE_SWAP_ONLY=substring` limits the commands (for
-//! development).
+//! development). The whole tier takes about a minute in a debug build (308 swap points over 17
+//! commands; the replays read the smallest committed fixture, 2 batches).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
