@@ -7,4 +7,6 @@ pub mod crash_workload;
 pub mod harness;
 pub mod lazy_disk;
 pub mod power;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod swap;
 pub mod workload;

@@ -251,6 +251,11 @@ fn open_dir(path: &Path) -> Result<OwnedFd> {
 /// Refuses a destination that is the database directory or inside it.
 pub(crate) fn refuse_inside(db: &Path, dest: &Path) -> Result<()> {
     let db_real = db.canonicalize().map_err(|e| io_err("resolve", db, e))?;
+    refuse_inside_real(&db_real, db, dest)
+}
+
+/// [`refuse_inside`] for the database whose real path is `db_real` (`db`: as given).
+pub(crate) fn refuse_inside_real(db_real: &Path, db: &Path, dest: &Path) -> Result<()> {
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -262,7 +267,7 @@ pub(crate) fn refuse_inside(db: &Path, dest: &Path) -> Result<()> {
         Some(n) => real_parent.join(n),
         None => real_parent,
     };
-    if full.starts_with(&db_real) {
+    if full.starts_with(db_real) {
         return Err(ToolError::PlainDestination(format!(
             "cannot copy into {}: it is inside the database directory {}; nothing was changed",
             dest.display(),
@@ -440,14 +445,52 @@ fn copy_generation_file(
 /// (I/O), [`ToolError::BadCopy`] (what was read back differs); a failed directory copy leaves
 /// DEST as it was.
 pub fn backup_plain(dir: &Path, target: &PlainTarget) -> Result<PlainBackup> {
-    crate::dumpload::require_dir(dir)?;
-    let snap = Snapshot::open(dir)?;
+    // DIR is looked up once: held open, and the snapshot and the checks below reach it
+    // through the handle (`/proc/self/fd/N/.`), so that another user who can rename an entry
+    // on DIR's path cannot swap in another database (root's, say) between two lookups and
+    // have it copied out.
+    use std::os::fd::AsRawFd as _;
+    let held = match rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOTDIR) => return Err(ToolError::NotADirectory(dir.to_path_buf())),
+        Err(e) => {
+            // Missing or unreadable: the engine's own error says so (as before).
+            crate::dumpload::require_dir(dir)?;
+            Snapshot::open(dir)?;
+            return Err(io_err("open", dir, std::io::Error::from(e)));
+        }
+    };
+    let via = PathBuf::from(format!("/proc/self/fd/{}/.", held.as_raw_fd()));
+    // The directory's path as the kernel gives it for the handle (text; nothing looked up).
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", held.as_raw_fd()))
+        .map_err(|e| io_err("resolve", dir, e))?;
+    let result = backup_plain_via(dir, &via, &real, target).map_err(|e| match e {
+        ToolError::Engine(e) => ToolError::Engine(e.rebased(&via, dir)),
+        other => other,
+    });
+    drop(held);
+    result
+}
+
+/// [`backup_plain`] of DIR (`dir`, for messages) reached at `via` (through its handle), whose
+/// real path is `real`.
+fn backup_plain_via(
+    dir: &Path,
+    via: &Path,
+    real: &Path,
+    target: &PlainTarget,
+) -> Result<PlainBackup> {
+    let snap = Snapshot::open(via)?;
     let t = Instant::now();
     match target {
         PlainTarget::Dir(dest) => {
-            refuse_inside(dir, dest)?;
+            refuse_inside_real(real, dir, dest)?;
             let mut out = DestDir::claim(dest)?;
-            let manifest = write_dir(&snap, &mut out)?;
+            let manifest = write_dir(&snap, dir, &mut out)?;
             let copy_time = t.elapsed();
             let t = Instant::now();
             read_back(&out, &manifest)?;
@@ -468,7 +511,7 @@ pub fn backup_plain(dir: &Path, target: &PlainTarget) -> Result<PlainBackup> {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs()),
             };
-            let manifest = write_tar(&snap, &mut tar)?;
+            let manifest = write_tar(&snap, dir, &mut tar)?;
             Ok(PlainBackup {
                 manifest,
                 written: tar.written,
@@ -479,13 +522,14 @@ pub fn backup_plain(dir: &Path, target: &PlainTarget) -> Result<PlainBackup> {
     }
 }
 
-fn write_dir(snap: &Snapshot, out: &mut DestDir) -> Result<CopyManifest> {
+/// `source`: the database's path as the user gave it (for messages).
+fn write_dir(snap: &Snapshot, source: &Path, out: &mut DestDir) -> Result<CopyManifest> {
     let mut buf = vec![0u8; CHUNK];
     let mut files = Vec::new();
     for f in snap.files()? {
         let path = out.path.join(&f.name);
         let mut file = out.create(&f.name)?;
-        let sha256 = copy_generation_file(&f, snap.dir(), &mut file, &path, &mut buf)?;
+        let sha256 = copy_generation_file(&f, source, &mut file, &path, &mut buf)?;
         file.sync_all().map_err(|e| io_err("fsync", &path, e))?;
         files.push(CopiedFile {
             name: f.name.clone(),
@@ -646,7 +690,12 @@ impl<W: Write> TarWriter<W> {
     }
 }
 
-fn write_tar<W: Write>(snap: &Snapshot, tar: &mut TarWriter<W>) -> Result<CopyManifest> {
+/// `source`: the database's path as the user gave it (for messages).
+fn write_tar<W: Write>(
+    snap: &Snapshot,
+    source: &Path,
+    tar: &mut TarWriter<W>,
+) -> Result<CopyManifest> {
     let mut buf = vec![0u8; CHUNK];
     let mut files = Vec::new();
     tar.header(&format!("{TAR_DIR}/"), 0, true)?;
@@ -657,7 +706,7 @@ fn write_tar<W: Write>(snap: &Snapshot, tar: &mut TarWriter<W>) -> Result<CopyMa
             inner: &mut tar.out,
             n: 0,
         };
-        let sha256 = copy_generation_file(&f, snap.dir(), &mut counting, &out_path, &mut buf)?;
+        let sha256 = copy_generation_file(&f, source, &mut counting, &out_path, &mut buf)?;
         tar.written += counting.n;
         tar.pad(f.len)?;
         files.push(CopiedFile {

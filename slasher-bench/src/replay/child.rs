@@ -1,7 +1,7 @@
 //! The child process: one backend's replay of the fixture, batch by batch, measured.
 
 use super::args::ReplayArgs;
-use super::dirs::{check_dir, parse_backends};
+use super::dirs::{check_dir_fd, parse_backends};
 use super::partial::{batches_name, BatchStream};
 use super::run_info::{durability_name, slasher_config};
 use super::settings::SlasherSettings;
@@ -85,7 +85,9 @@ fn inherited_db_dir(args: &ReplayArgs) -> anyhow::Result<(DbDir, std::os::fd::Ow
         )
     })?;
     let st = rustix::fs::fstat(&handle)?;
-    let db_dir = DbDir::with_id(path, (st.st_dev, st.st_ino))
+    // Its parent through the handle (`..` of the directory itself), not by the name the
+    // parent process resolved: the removal checks the name there against this identity.
+    let db_dir = DbDir::with_id_below(path, &handle, (st.st_dev, st.st_ino))
         .with_context(|| format!("opening the parent of {}", path.display()))?;
     Ok((db_dir, handle))
 }
@@ -100,7 +102,10 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(super) struct ChildFiles {
     db_dir: DbDir,
-    out: OutDir,
+    /// `--out` as given (for messages).
+    out_path: PathBuf,
+    /// `--out`, held open, when the child writes named files there (no `--child-fds`).
+    out: Option<OutDir>,
     stream: String,
     /// The result and stream files the parent handed down unnamed (`--child-fds`); `None`:
     /// named files in `out`.
@@ -110,13 +115,20 @@ pub(super) struct ChildFiles {
 }
 
 impl ChildFiles {
+    /// `--out`, where a child without `--child-fds` writes its named files.
+    fn named_out(&self) -> anyhow::Result<&OutDir> {
+        self.out
+            .as_ref()
+            .ok_or_else(|| anyhow!("{}: not opened", self.out_path.display()))
+    }
+
     /// Remove the database and the batch stream; errors are printed.
     fn remove(&self) {
         if let Err(e) = self.db_dir.remove() {
             eprintln!("{}", crate::errors::chain_text(&e));
         }
-        if self.unnamed.is_none() {
-            self.out.remove_own(&self.stream);
+        if let Some(out) = &self.out {
+            out.remove_own(&self.stream);
         }
     }
 }
@@ -217,9 +229,16 @@ fn run_child_through_handle(args: &ReplayArgs, result_file: &Path) -> anyhow::Re
         Some(_) => bail!("--child-fds takes three descriptors"),
         None => None,
     };
+    // With the files handed down unnamed the child never looks --out up (the parent resolved
+    // it once); only a child with named files opens it.
+    let out = match unnamed {
+        Some(_) => None,
+        None => Some(OutDir::open(out_path)?),
+    };
     let files = std::sync::Arc::new(ChildFiles {
         db_dir,
-        out: OutDir::open(out_path)?,
+        out_path: out_path.to_path_buf(),
+        out,
         stream: batches_name(&result_name),
         unnamed,
         cleanup: std::sync::Mutex::new(()),
@@ -228,7 +247,11 @@ fn run_child_through_handle(args: &ReplayArgs, result_file: &Path) -> anyhow::Re
         watch_parent(parent, interrupt.clone(), std::sync::Arc::clone(&files));
     }
     let db = DbDir::path_through(&handle);
-    let fs = check_dir(*backend, &db)?;
+    let fs = check_dir_fd(
+        *backend,
+        std::os::fd::AsFd::as_fd(&handle),
+        Path::new(&args.db_dir),
+    )?;
     let job = ChildJob {
         backend: *backend,
         db,
@@ -268,7 +291,7 @@ fn run_child_through_handle(args: &ReplayArgs, result_file: &Path) -> anyhow::Re
         }
         None => {
             files
-                .out
+                .named_out()?
                 .write(&result_name, &serde_json::to_vec(&result)?)?;
         }
     }
@@ -336,10 +359,10 @@ pub(super) fn replay_backend<E: Environment>(job: &ChildJob<'_>) -> anyhow::Resu
     let mut stream = match &job.files.unnamed {
         Some((_, file)) => BatchStream::from_file(
             file.try_clone().context("the batch stream handed down")?,
-            job.files.out.path().join(&job.files.stream),
+            job.files.out_path.join(&job.files.stream),
             &head,
         )?,
-        None => BatchStream::create(&job.files.out, &job.files.stream, &head)?,
+        None => BatchStream::create(job.files.named_out()?, &job.files.stream, &head)?,
     };
     let bar = progress_bar(job.progress, limit, &opened.name);
     let replayed = replay_batches(job, &opened, &mut reader, limit, &bar, &before, &mut stream)?;

@@ -1,7 +1,7 @@
 //! The backends and directories of a run, checked before any backend starts.
 
-use crate::system::clean::leftovers_in;
-use crate::system::environment::{probe_fs, refuse_memory_fs, FsInfo};
+use crate::system::clean::leftovers_in_handle;
+use crate::system::environment::{probe_fs_fd, refuse_memory_fs, FsInfo};
 use anyhow::{anyhow, bail, Context};
 use slasher_adapters::DatabaseBackend;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,10 +68,19 @@ pub(super) fn parse_db_dirs(
         .collect()
 }
 
-/// Refuse memory filesystems and a directory on another filesystem than the backend needs;
-/// returns the filesystem.
-pub(super) fn check_dir(backend: DatabaseBackend, dir: &Path) -> anyhow::Result<FsInfo> {
-    let fs = probe_fs(dir)?;
+/// Refuse memory filesystems and a filesystem other than the backend needs, for the directory
+/// `dir` holds open (`shown`: its path, for messages), without looking a name up; returns the
+/// filesystem.
+pub(super) fn check_dir_fd(
+    backend: DatabaseBackend,
+    dir: std::os::fd::BorrowedFd<'_>,
+    shown: &Path,
+) -> anyhow::Result<FsInfo> {
+    let fs = probe_fs_fd(dir, shown)?;
+    check_fs(backend, shown, fs)
+}
+
+fn check_fs(backend: DatabaseBackend, dir: &Path, fs: FsInfo) -> anyhow::Result<FsInfo> {
     refuse_memory_fs(dir, &fs)?;
     if let Some(needed) = backend.required_filesystem() {
         if fs.fs_type != needed {
@@ -103,17 +112,17 @@ const PROBE_TRIES: usize = 8;
 /// name another user planted is neither followed nor in the way). With [`Shared::Refused`], a
 /// directory someone other than the caller and root can write (unless it is sticky) is refused
 /// before anything is made in it.
-pub(super) fn ensure_writable_dir(what: &str, dir: &Path, shared: Shared) -> anyhow::Result<()> {
+pub(super) fn ensure_writable_dir(
+    what: &str,
+    dir: &Path,
+    shared: Shared,
+    before_create: &mut dyn FnMut(std::os::fd::BorrowedFd<'_>) -> anyhow::Result<()>,
+) -> anyhow::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{AtFlags, Mode, OFlags};
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{what} {} cannot be created", dir.display()))?;
-    let fd = rustix::fs::open(
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(std::io::Error::from)
-    .with_context(|| format!("{what} {} is not a directory", dir.display()))?;
+    // Created and opened in one walk of the path (each name looked up once), and used only
+    // through this handle from here on.
+    let fd = crate::system::outdir::open_dir_creating(dir, before_create)
+        .with_context(|| format!("{what} {} cannot be created or opened", dir.display()))?;
     if shared == Shared::Refused {
         if let Some(reason) = butter_db::admin::shared_reason(std::os::fd::AsFd::as_fd(&fd))
             .with_context(|| format!("{what} {}", dir.display()))?
@@ -140,7 +149,7 @@ pub(super) fn ensure_writable_dir(what: &str, dir: &Path, shared: Shared) -> any
                 rustix::fs::unlinkat(&fd, name.as_str(), AtFlags::empty())
                     .map_err(std::io::Error::from)
                     .with_context(|| format!("{what} {}: removing {name}", dir.display()))?;
-                return Ok(());
+                return Ok(fd);
             }
             Err(rustix::io::Errno::EXIST) => last = Some(rustix::io::Errno::EXIST),
             Err(e) => {
@@ -164,25 +173,31 @@ pub(super) fn prepare_dirs(
     backends: &[DatabaseBackend],
     dirs: &BTreeMap<DatabaseBackend, PathBuf>,
 ) -> anyhow::Result<(crate::system::outdir::OutDir, Vec<Plan>)> {
-    // --out gets its own owner and mode check (OutDir::open).
-    ensure_writable_dir("--out", out, Shared::Allowed)?;
-    let out_dir = crate::system::outdir::OutDir::open(out)?;
+    // --out gets its own owner and mode check (OutDir::from_handle).
+    let out_fd = ensure_writable_dir("--out", out, Shared::Allowed, &mut |_| Ok(()))?;
+    let out_dir = crate::system::outdir::OutDir::from_handle(out, out_fd)?;
     let mut plans = Vec::new();
     for backend in backends {
         let root = dirs.get(backend).cloned().unwrap_or_default();
-        // The filesystem first: nothing is created on tmpfs, or for butter off btrfs.
-        check_dir(*backend, &root)?;
-        ensure_writable_dir(&format!("--db-dir for {backend}"), &root, Shared::Refused)?;
-        let fs = check_dir(*backend, &root)?;
+        // The filesystem first: nothing is created on tmpfs, or for butter off btrfs (checked
+        // on the deepest existing directory before anything is made below it).
+        let handle = ensure_writable_dir(
+            &format!("--db-dir for {backend}"),
+            &root,
+            Shared::Refused,
+            &mut |existing| check_dir_fd(*backend, existing, &root).map(|_| ()),
+        )?;
+        let fs = check_dir_fd(*backend, std::os::fd::AsFd::as_fd(&handle), &root)?;
         plans.push(Plan {
             backend: *backend,
             root,
+            handle: std::sync::Arc::new(handle),
             fs,
         });
     }
     let mut warned = BTreeSet::new();
     for plan in &plans {
-        let left = leftovers_in(&plan.root);
+        let left = leftovers_in_handle(&plan.handle, &plan.root);
         if !left.is_empty() && warned.insert(plan.root.clone()) {
             eprintln!(
                 "warning: {} holds {} database(s) left by earlier runs (e.g. {}); remove them with \
@@ -202,5 +217,8 @@ pub(super) fn prepare_dirs(
 pub(super) struct Plan {
     pub(super) backend: DatabaseBackend,
     pub(super) root: PathBuf,
+    /// `root`, held open since it was checked: the run's database directory is made in it
+    /// through this handle, never by looking `root` up again.
+    pub(super) handle: std::sync::Arc<std::os::fd::OwnedFd>,
     pub(super) fs: FsInfo,
 }

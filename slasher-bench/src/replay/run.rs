@@ -298,13 +298,14 @@ pub fn run_with_exe(args: &ReplayArgs, exe: &Path) -> anyhow::Result<()> {
         started_unix_s,
         &interrupt,
     )?;
-    if prepared.out.join("report.json").exists() {
+    if prepared.out_dir.holds("report.json") {
         eprintln!(
             "note: replacing the report of an earlier run in {}",
             prepared.out.display()
         );
     }
-    let written = report::write_outputs(&report, &prepared.out)?;
+    // Through the handle taken before the run: --out is not looked up again.
+    let written = report::write_outputs_in(&report, &prepared.out_dir)?;
     print!("{}", report::summary_table(&report));
     for f in &written {
         println!("wrote {}", f.display());
@@ -406,16 +407,21 @@ fn run_row(
     let db = plan
         .root
         .join(db_name(plan.backend, std::process::id(), started_unix_s));
-    if db.exists() {
-        bail!(
+    // Made in the --db-dir handle taken before the run (its path is not looked up again).
+    let parent = rustix::io::dup(&*plan.handle).context("the --db-dir handle")?;
+    let db_dir = match DbDir::create_in(parent, &db, plan.backend) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
             "{} already exists; remove it with `slasher-bench clean {}` or choose another \
              --db-dir",
             db.display(),
             plan.root.display()
-        );
-    }
-    let db_dir = DbDir::create(&db, plan.backend)
-        .with_context(|| format!("creating the database directory {}", db.display()))?;
+        ),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("creating the database directory {}", db.display()))
+        }
+    };
     let result_name =
         crate::system::outdir::unpredictable_name(&format!(".child-{}-", plan.backend), ".json");
     eprintln!("== {} in {}", plan.backend, db.display());

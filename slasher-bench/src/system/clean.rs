@@ -97,7 +97,22 @@ impl DbDir {
     /// # Errors
     /// I/O errors; `db` exists already.
     pub fn create(db: &Path, backend: DatabaseBackend) -> std::io::Result<DbDir> {
-        let (parent, name) = open_parent(db)?;
+        let (parent, _) = open_parent(db)?;
+        DbDir::create_in(parent, db, backend)
+    }
+
+    /// [`DbDir::create`] in the directory `parent` holds open (`db`'s parent, resolved once by
+    /// the caller): the name is never looked up from `db`'s path, only `db`'s last component
+    /// relative to the handle.
+    ///
+    /// # Errors
+    /// I/O errors; `db` exists already; `db` has no file name.
+    pub fn create_in(
+        parent: OwnedFd,
+        db: &Path,
+        backend: DatabaseBackend,
+    ) -> std::io::Result<DbDir> {
+        let (_, name) = slasher_adapters::config::parent_and_name(db)?;
         rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o755))?;
         let dir = DbDir::at(db, parent, name)?;
         let handle = dir.handle()?;
@@ -126,14 +141,22 @@ impl DbDir {
         DbDir::at(db, parent, name)
     }
 
-    /// Take hold of `db` as the directory with identity `id` (device and inode) without
-    /// looking its name up now: a child handed the directory by its parent. Whatever the name
+    /// Take hold of `db` as the directory `dir` (a handle on it) with identity `id` (device
+    /// and inode) without looking `db`'s path up: a child handed the directory by its parent. Whatever the name
     /// leads to later is refused ([`DbReplaced`]) unless it is that directory.
     ///
     /// # Errors
-    /// `db`'s parent cannot be opened.
-    pub fn with_id(db: &Path, id: (u64, u64)) -> std::io::Result<DbDir> {
-        let (parent, name) = open_parent(db)?;
+    /// `dir`'s parent cannot be opened; `db` has no file name.
+    pub fn with_id_below(db: &Path, dir: &OwnedFd, id: (u64, u64)) -> std::io::Result<DbDir> {
+        let (_, name) = slasher_adapters::config::parent_and_name(db)?;
+        // `..` of the directory itself: the directory that holds it now, found without
+        // looking any name of `db`'s path up.
+        let parent = rustix::fs::openat(
+            dir,
+            "..",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(DbDir {
             path: db.to_path_buf(),
             parent,
@@ -269,6 +292,16 @@ pub fn leftovers_in(dir: &Path) -> Vec<PathBuf> {
     entries_where(dir, is_benchmark_db).unwrap_or_default()
 }
 
+/// [`leftovers_in`] the directory `handle` holds open (looked at through
+/// [`DbDir::path_through`], never by `shown`, its path), named as entries of `shown`.
+pub fn leftovers_in_handle(handle: &OwnedFd, shown: &Path) -> Vec<PathBuf> {
+    let through = DbDir::path_through(handle);
+    leftovers_in(&through)
+        .into_iter()
+        .filter_map(|p| p.file_name().map(|n| shown.join(n)))
+        .collect()
+}
+
 /// The entries of `dir` for which `keep` holds, sorted.
 fn entries_where(dir: &Path, keep: fn(&Path) -> bool) -> std::io::Result<Vec<PathBuf>> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)?
@@ -347,18 +380,46 @@ pub struct CleanArgs {
 /// `dir` is missing or not a directory, or a removal failed.
 pub fn run(args: CleanArgs) -> anyhow::Result<()> {
     let dir = &args.dir;
-    let meta =
-        std::fs::symlink_metadata(dir).with_context(|| format!("clean {}", dir.display()))?;
-    if !meta.is_dir() {
-        bail!(
+    // DIR is looked up once, here; everything after goes through this handle (or its `..`),
+    // so another user who can rename entries on DIR's path cannot point the removals at
+    // another directory between the listing and the removal.
+    let handle = match rustix::fs::open(dir, DIR_FLAGS, Mode::empty()) {
+        Ok(h) => h,
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => bail!(
             "{} is not a directory (a symlink is never followed); nothing was removed",
             dir.display()
-        );
-    }
-    let candidates = if is_named_db_dir(dir) {
-        vec![dir.clone()]
-    } else {
-        entries_where(dir, is_named_db_dir).with_context(|| format!("listing {}", dir.display()))?
+        ),
+        Err(e) => {
+            return Err(std::io::Error::from(e)).with_context(|| format!("clean {}", dir.display()))
+        }
+    };
+    let own_name = dir
+        .file_name()
+        .and_then(OsStr::to_str)
+        .filter(|n| is_db_name(n))
+        .map(str::to_owned);
+    // The directory the candidates are in (held open) and its path as the user gave it.
+    let (base_handle, shown_base) = match &own_name {
+        Some(_) => (
+            rustix::fs::openat(&handle, "..", DIR_FLAGS, Mode::empty())
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("opening the directory holding {}", dir.display()))?,
+            dir.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        ),
+        None => (handle, dir.clone()),
+    };
+    let base = DbDir::path_through(&base_handle);
+    let candidates = match &own_name {
+        Some(name) => vec![base.join(name)],
+        None => entries_where(&base, is_named_db_dir)
+            .with_context(|| format!("listing {}", dir.display()))?,
+    };
+    // What a path through the handle is called in messages: its name in the user's DIR.
+    let base_text = base.display().to_string();
+    let shown_text = shown_base.display().to_string();
+    let shown = |p: &Path| match p.file_name() {
+        Some(n) => shown_base.join(n),
+        None => shown_base.clone(),
     };
     let targets: Vec<&PathBuf> = candidates
         .iter()
@@ -376,14 +437,18 @@ pub fn run(args: CleanArgs) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for target in targets {
         if let Some(why) = in_use(target) {
-            println!("skipped {}: {why}", target.display());
+            println!("skipped {}: {why}", shown(target).display());
             continue;
         }
         match remove_db_dir(target) {
-            Ok(()) => println!("removed {}", target.display()),
+            Ok(()) => println!("removed {}", shown(target).display()),
             Err(e) => {
-                eprintln!("could not remove {}: {e:#}", target.display());
-                failed.push(target.display().to_string());
+                eprintln!(
+                    "could not remove {}: {}",
+                    shown(target).display(),
+                    format!("{e:#}").replace(&base_text, &shown_text)
+                );
+                failed.push(shown(target).display().to_string());
             }
         }
     }

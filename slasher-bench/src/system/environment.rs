@@ -124,6 +124,32 @@ pub fn probe_fs(dir: &Path) -> Result<FsInfo, EnvironmentError> {
         dir: existing.clone(),
         source: e.into(),
     })?;
+    Ok(fs_info(existing, &st))
+}
+
+/// [`probe_fs`] for the directory `dir` holds open: `fstatfs` on the handle, and the mount
+/// found by the path the kernel gives for it (`/proc/self/fd/N`, read as text), so that no
+/// name is looked up (`shown`, the directory's path as given, is used if that link cannot be
+/// read).
+///
+/// # Errors
+/// [`EnvironmentError::Statfs`] if `fstatfs` fails.
+pub fn probe_fs_fd(
+    dir: std::os::fd::BorrowedFd<'_>,
+    shown: &Path,
+) -> Result<FsInfo, EnvironmentError> {
+    use std::os::fd::AsRawFd as _;
+    let st = rustix::fs::fstatfs(dir).map_err(|e| EnvironmentError::Statfs {
+        dir: shown.to_path_buf(),
+        source: e.into(),
+    })?;
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .unwrap_or_else(|_| shown.to_path_buf());
+    Ok(fs_info(path, &st))
+}
+
+/// What [`probe_fs`] reports for `existing`, whose `statfs` is `st`.
+fn fs_info(existing: PathBuf, st: &rustix::fs::StatFs) -> FsInfo {
     #[allow(clippy::unnecessary_cast)] // `f_type` is i64 or u32 depending on the architecture.
     let magic = (st.f_type as i64 as u64) & 0xffff_ffff;
     let fs_type = MAGICS
@@ -150,7 +176,7 @@ pub fn probe_fs(dir: &Path) -> Result<FsInfo, EnvironmentError> {
         info.super_options = Some(mount.super_options);
         info.device = Some(mount.source);
     }
-    Ok(info)
+    info
 }
 
 /// Refuse a directory on tmpfs or ramfs.

@@ -36,6 +36,62 @@ pub fn unpredictable_name(prefix: &str, suffix: &str) -> String {
 /// How many unpredictable names are tried before giving up on `EEXIST`.
 const NAME_TRIES: usize = 8;
 
+/// Open the directory `dir`, creating it and any missing parents (mode 0777 less the umask,
+/// as `mkdir -p`), with every component looked up once: each is opened relative to the handle
+/// on the one before it (a symlink the user's path goes through is followed, as the kernel
+/// would), a missing one made with `mkdirat` there and opened without following a symlink. A
+/// path is never walked twice, so another user who can write one of the directories on the
+/// way cannot swap a name between the check and the use. `before_create` is called once with
+/// the deepest existing directory, before the first `mkdirat` (to refuse a filesystem before
+/// anything is made on it).
+///
+/// # Errors
+/// I/O errors (a component that is not a directory: `ENOTDIR`); what `before_create` returns.
+pub fn open_dir_creating(
+    dir: &Path,
+    before_create: &mut dyn FnMut(std::os::fd::BorrowedFd<'_>) -> anyhow::Result<()>,
+) -> anyhow::Result<OwnedFd> {
+    use std::path::Component;
+    const FLAGS: OFlags = OFlags::RDONLY
+        .union(OFlags::DIRECTORY)
+        .union(OFlags::CLOEXEC);
+    let start = if dir.is_absolute() { "/" } else { "." };
+    let mut cur = rustix::fs::open(start, FLAGS, Mode::empty())
+        .with_context(|| format!("opening {start} for {}", dir.display()))?;
+    let mut created = false;
+    for c in dir.components() {
+        let name = match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+            Component::ParentDir => std::ffi::OsStr::new(".."),
+            Component::Normal(n) => n,
+        };
+        let next = match rustix::fs::openat(&cur, name, FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => {
+                if !created {
+                    before_create(cur.as_fd())?;
+                    created = true;
+                }
+                match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o777)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => {
+                        return Err(std::io::Error::from(e))
+                            .with_context(|| format!("creating {}", dir.display()))
+                    }
+                }
+                rustix::fs::openat(&cur, name, FLAGS | OFlags::NOFOLLOW, Mode::empty())
+                    .with_context(|| format!("opening {}", dir.display()))?
+            }
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .with_context(|| format!("opening {}", dir.display()))
+            }
+        };
+        cur = next;
+    }
+    Ok(cur)
+}
+
 impl OutDir {
     /// Open the directory `dir`, which must exist and be safe to write reports in: owned by
     /// the user running this, and not writable by others unless it has the sticky bit (so no
@@ -52,6 +108,15 @@ impl OutDir {
             Mode::empty(),
         )
         .with_context(|| format!("opening the output directory {}", dir.display()))?;
+        OutDir::from_handle(dir, fd)
+    }
+
+    /// [`OutDir::open`] for the directory `fd` holds open (`dir` is its path, for messages):
+    /// the same checks, made on the handle.
+    ///
+    /// # Errors
+    /// As [`OutDir::open`].
+    pub fn from_handle(dir: &Path, fd: OwnedFd) -> anyhow::Result<OutDir> {
         let st = rustix::fs::fstat(&fd)?;
         let me = rustix::process::geteuid().as_raw();
         if st.st_uid != me {
@@ -80,6 +145,11 @@ impl OutDir {
     /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether anything (a symlink included, not followed) is at `name` in the directory.
+    pub fn holds(&self, name: &str) -> bool {
+        rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
     /// Write `data` as the file `name` in the directory: into a new temporary file (created

@@ -36,13 +36,26 @@ use std::path::{Path, PathBuf};
 /// # Errors
 /// `out` is refused; I/O and chart-drawing errors.
 pub fn write_outputs(report: &Report, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let dir = crate::system::outdir::OutDir::open(out)?;
+    let fd = crate::system::outdir::open_dir_creating(out, &mut |_| Ok(()))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let dir = crate::system::outdir::OutDir::from_handle(out, fd)?;
+    write_outputs_in(report, &dir)
+}
+
+/// [`write_outputs`] into the output directory `dir`, already open (`replay` resolved `--out`
+/// once, before the run).
+///
+/// # Errors
+/// I/O and chart-drawing errors.
+pub fn write_outputs_in(
+    report: &Report,
+    dir: &crate::system::outdir::OutDir,
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = vec![
         dir.write("report.json", &render_json(report)?)?,
         dir.write("batches.csv", render_csv(report).as_bytes())?,
     ];
-    let charts = crate::report::charts::write_charts_in(report, &dir)?;
+    let charts = crate::report::charts::write_charts_in(report, dir)?;
     written.push(dir.write("report.md", render_markdown(report, &charts).as_bytes())?);
     written.extend(charts.into_iter().map(|c| c.path));
     Ok(written)
