@@ -79,8 +79,9 @@ impl CommitStats {
             ("txn_peak", txn_peak),
             ("txn_budget", m.memtable_budget_bytes),
             ("pressure_level", u64::from(m.pressure_level)),
-            ("cgroup_anon", m.cgroup_anon_bytes.unwrap_or(0)),
         ];
+        // Only where a cgroup limit was read: without one there is nothing to show.
+        memory.extend(m.cgroup_anon_bytes.map(|anon| ("cgroup_anon", anon)));
     }
 }
 
