@@ -37,10 +37,15 @@ pub struct Environment {
 /// Every commit's `CommitInfo`, summed, and its peaks since they were last taken: the
 /// [`EngineStats`] of a butter_db environment.
 #[derive(Debug, Default)]
-pub struct CommitStats(Mutex<(CommitTotals, CommitPeaks, MemoryFigures)>);
+pub struct CommitStats(Mutex<(CommitTotals, CommitPeaks, LastMemory)>);
 
-/// The engine's memory accounting after the last commit, by name ([`EngineStats::memory`]).
-type MemoryFigures = Vec<(&'static str, u64)>;
+/// What [`EngineStats::memory`] reports: the accounting after the last commit, and the largest
+/// transaction of the commits since it was last read.
+#[derive(Debug, Default)]
+struct LastMemory {
+    after_last: Option<butter_db::budget::MemoryUse>,
+    txn_peak: u64,
+}
 
 impl CommitStats {
     /// Takes in one commit. The named parts of its time go to the report by name: a new part
@@ -63,25 +68,8 @@ impl CommitStats {
             info.largest_merge_table_bytes,
             info.bytes_written,
         );
-        // A batch's figures are those after its last commit, with the largest transaction of
-        // the commits since they were last read ([`EngineStats::memory`]).
-        let txn_peak = memory
-            .iter()
-            .find(|(n, _)| *n == "txn_peak")
-            .map_or(0, |&(_, v)| v)
-            .max(info.txn_peak_memory_bytes);
-        let m = &info.memory;
-        *memory = vec![
-            ("budget", m.budget_bytes),
-            ("cache", m.cache_bytes),
-            ("cache_room", m.cache_room_bytes),
-            ("indexes", m.index_bytes),
-            ("txn_peak", txn_peak),
-            ("txn_budget", m.memtable_budget_bytes),
-            ("pressure_level", u64::from(m.pressure_level)),
-        ];
-        // Only where a cgroup limit was read: without one there is nothing to show.
-        memory.extend(m.cgroup_anon_bytes.map(|anon| ("cgroup_anon", anon)));
+        memory.after_last = Some(info.memory);
+        memory.txn_peak = memory.txn_peak.max(info.txn_peak_memory_bytes);
     }
 }
 
@@ -95,13 +83,24 @@ impl EngineStats for CommitStats {
     }
 
     fn memory(&self) -> Vec<(&'static str, u64)> {
-        let figures = &mut self.0.lock().2;
-        let now = figures.clone();
+        let last = &mut self.0.lock().2;
         // The largest transaction starts again from the next commit.
-        if let Some((_, peak)) = figures.iter_mut().find(|(n, _)| *n == "txn_peak") {
-            *peak = 0;
-        }
-        now
+        let txn_peak = std::mem::take(&mut last.txn_peak);
+        let Some(m) = last.after_last else {
+            return Vec::new();
+        };
+        let mut figures = vec![
+            ("budget", m.budget_bytes),
+            ("cache", m.cache_bytes),
+            ("cache_room", m.cache_room_bytes),
+            ("indexes", m.index_bytes),
+            ("txn_peak", txn_peak),
+            ("txn_budget", m.memtable_budget_bytes),
+            ("pressure_level", u64::from(m.pressure_level)),
+        ];
+        // Only where a cgroup limit was read: without one there is nothing to show.
+        figures.extend(m.cgroup_anon_bytes.map(|anon| ("cgroup_anon", anon)));
+        figures
     }
 }
 
