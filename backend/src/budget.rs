@@ -132,10 +132,7 @@ impl Budget {
     /// Look at the cgroup's anonymous memory, move the pressure level, and set the cache's
     /// room (called at every commit and every spill).
     pub(crate) fn observe(&self) {
-        if let Some((anon, limit)) = self.cgroup.as_ref().and_then(|cg| {
-            let limit = cg.limit_bytes()?;
-            Some((cg.anon_bytes()?, limit))
-        }) {
+        if let Some((anon, limit)) = self.cgroup.as_ref().and_then(MemoryCgroup::anon_and_limit) {
             self.seen_anon.store(anon, Ordering::Relaxed);
             self.seen_limit.store(limit, Ordering::Relaxed);
             let level = next_level(self.level(), anon, limit);

@@ -71,12 +71,20 @@ impl MemoryCgroup {
     /// limit of the cgroup and its ancestors (as far as the mount shows them); `None` if there
     /// is none or it cannot be read.
     pub fn limit_bytes(&self) -> Option<u64> {
+        let stat = match self.version {
+            CgroupVersion::V1 => std::fs::read_to_string(self.dir.join("memory.stat")).ok(),
+            CgroupVersion::V2 => None,
+        };
+        self.limit_with(stat.as_deref())
+    }
+
+    /// [`MemoryCgroup::limit_bytes`], with v1's `memory.stat` already read (`stat`).
+    fn limit_with(&self, stat: Option<&str>) -> Option<u64> {
         let limit = match self.version {
             // Already the smallest over the ancestors; memory.limit_in_bytes is the cgroup's own.
-            CgroupVersion::V1 => {
-                stat_value(&self.dir.join("memory.stat"), "hierarchical_memory_limit")
-                    .or_else(|| read_number(&self.dir.join("memory.limit_in_bytes")))
-            }
+            CgroupVersion::V1 => stat
+                .and_then(|t| text_value(t, "hierarchical_memory_limit"))
+                .or_else(|| read_number(&self.dir.join("memory.limit_in_bytes"))),
             CgroupVersion::V2 => self
                 .dir
                 .ancestors()
@@ -87,14 +95,17 @@ impl MemoryCgroup {
         limit.filter(|&l| l < UNLIMITED)
     }
 
-    /// The anonymous memory charged to this cgroup and its children, in bytes: what reclaim
-    /// cannot take back by dropping page cache (v1 `memory.stat`'s `total_rss`, v2's `anon`).
-    pub fn anon_bytes(&self) -> Option<u64> {
-        let stat = self.dir.join("memory.stat");
-        match self.version {
-            CgroupVersion::V1 => stat_value(&stat, "total_rss"),
-            CgroupVersion::V2 => stat_value(&stat, "anon"),
-        }
+    /// The anonymous memory charged to this cgroup and its children, in bytes (what reclaim
+    /// cannot take back by dropping page cache: v1 `memory.stat`'s `total_rss`, v2's `anon`),
+    /// and [`MemoryCgroup::limit_bytes`]; `None` unless both are known. `memory.stat` is read
+    /// once for both.
+    pub fn anon_and_limit(&self) -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string(self.dir.join("memory.stat")).ok()?;
+        let key = match self.version {
+            CgroupVersion::V1 => "total_rss",
+            CgroupVersion::V2 => "anon",
+        };
+        Some((text_value(&stat, key)?, self.limit_with(Some(&stat))?))
     }
 
     /// How many processes the kernel's OOM killer has killed in this cgroup (v1
@@ -185,7 +196,11 @@ fn read_number(path: &Path) -> Option<u64> {
 
 /// The value of `key` in a file of `key value` lines (`memory.stat`, `memory.events`).
 fn stat_value(path: &Path, key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
+    text_value(&std::fs::read_to_string(path).ok()?, key)
+}
+
+/// The value of `key` in the text of a file of `key value` lines.
+fn text_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let (k, v) = line.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()

@@ -95,6 +95,9 @@ fn v2_limit_is_the_smallest_of_the_cgroup_and_its_ancestors() {
     ]);
     assert_eq!(v2.limit_bytes(), Some(128 << 20));
     assert_eq!(v2.oom_kills(), Some(1));
+    assert_eq!(v2.anon_and_limit(), None, "no memory.stat");
+    std::fs::write(v2.dir.join("memory.stat"), "anon 4096\nfile 8192\n").unwrap();
+    assert_eq!(v2.anon_and_limit(), Some((4096, 128 << 20)));
     std::fs::write(v2.dir.join("memory.max"), "67108864\n").unwrap();
     assert_eq!(v2.limit_bytes(), Some(64 << 20));
     std::fs::write(v2.mount.join("a/memory.max"), "max\n").unwrap();
@@ -118,6 +121,13 @@ fn v1_limit_prefers_the_hierarchical_limit_and_ignores_unlimited() {
     ]);
     assert_eq!(v1.limit_bytes(), Some(192 << 20), "an ancestor's limit");
     assert_eq!(v1.oom_kills(), Some(3));
+    assert_eq!(v1.anon_and_limit(), None, "no total_rss line");
+    std::fs::write(
+        v1.dir.join("memory.stat"),
+        "rss 8192\nhierarchical_memory_limit 201326592\ntotal_rss 12288\n",
+    )
+    .unwrap();
+    assert_eq!(v1.anon_and_limit(), Some((12288, 192 << 20)));
     std::fs::write(v1.dir.join("memory.stat"), "cache 0\n").unwrap();
     assert_eq!(
         v1.limit_bytes(),
