@@ -362,6 +362,32 @@ pub(crate) fn open_existing_lock(dir: &Path) -> std::io::Result<Option<std::fs::
     }
 }
 
+/// How long taking the writer's lock waits for another holder to let go before the database
+/// counts as in use ([`lock_exclusive`]).
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes the writer's lock (`flock(LOCK_EX)`) on `file`, trying every 10 ms for up to
+/// [`LOCK_WAIT`]; `Ok(false)` if another open file held it all that time. The lock belongs to
+/// the open file, not to the process: a child that another thread of the last holder forked
+/// shares it until it execs (the file is close-on-exec), so a database just closed can stay
+/// locked for that moment; the wait covers it.
+///
+/// # Errors
+/// `flock` failing for another reason than the lock being held.
+pub(crate) fn lock_exclusive(file: &File) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Whether a process holds the writer's lock of the database in `dir` (`flock` on its
 /// `butter.lock`, tried without waiting and released at once). `false` if there is no lock
 /// file, or if it is a symlink or not a regular file (which the engine never opens).

@@ -15,7 +15,6 @@
 //! and reopens there.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use butter_db::fs::BtrfsFs;
@@ -24,16 +23,6 @@ use butter_tests::harness::{btrfs_dir, remove_db_dir, WorkloadChild};
 use butter_tests::workload::{butter_apply, butter_state, Workload};
 
 const TXNS: u64 = 6;
-
-/// The tests of this file take turns. A process another test spawns (`chattr`, the lock
-/// child) starts as a copy of this one, with every open file, until it execs. A database
-/// closed and reopened in that moment finds its `butter.lock` still held by the copy and
-/// fails with `Locked`, which is the engine's rule (the lock is the open file's), not damage.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn newest_gen(db: &Path) -> PathBuf {
     let mut gens: Vec<PathBuf> = std::fs::read_dir(db)
@@ -109,7 +98,6 @@ fn truncations(len: usize) -> Vec<usize> {
 
 #[test]
 fn damaged_files_give_typed_errors() {
-    let _turn = one_at_a_time();
     let Some(base) = btrfs_dir("bad_input") else {
         return;
     };
@@ -248,7 +236,6 @@ fn damaged_files_give_typed_errors() {
 
 #[test]
 fn tmpfs_is_not_btrfs() {
-    let _turn = one_at_a_time();
     let dir = PathBuf::from(format!("/dev/shm/butter-not-btrfs-{}", std::process::id()));
     if !Path::new("/dev/shm").exists() {
         butter_tests::harness::require("tmpfs_is_not_btrfs", &["no /dev/shm".to_string()]);
@@ -265,7 +252,6 @@ fn tmpfs_is_not_btrfs() {
 
 #[test]
 fn nodatacow_directory_works() {
-    let _turn = one_at_a_time();
     let Some(base) = btrfs_dir("nodatacow") else {
         return;
     };
@@ -293,7 +279,6 @@ fn nodatacow_directory_works() {
 
 #[test]
 fn second_writer_is_locked_out() {
-    let _turn = one_at_a_time();
     let Some(base) = btrfs_dir("second_writer") else {
         return;
     };

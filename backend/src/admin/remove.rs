@@ -305,7 +305,7 @@ fn merge_outputs_at(c: &Held) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// The writer's lock, taken as the engine takes it (`flock` exclusive, not waiting), if the
+/// The writer's lock, taken as the engine takes it ([`root::lock_exclusive`]), if the
 /// lock file exists; `None` if it does not (no process has the database open).
 fn take_lock(dir: &Path) -> Result<Option<File>> {
     let path = dir.join(LOCK_FILE);
@@ -315,12 +315,12 @@ fn take_lock(dir: &Path) -> Result<Option<File>> {
         return Ok(None);
     };
     // The lock is held by the open file and released when it is closed.
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(Some(file)),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked {
+    match root::lock_exclusive(&file) {
+        Ok(true) => Ok(Some(file)),
+        Ok(false) => Err(Error::Locked {
             path: dir.into(),
             lock: path,
         }),
-        Err(e) => Err(Error::io("lock", &path, e.into())),
+        Err(e) => Err(Error::io("lock", &path, e)),
     }
 }

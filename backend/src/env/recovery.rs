@@ -161,18 +161,15 @@ fn lock_root(fs: &dyn Fs, root: &Path, file_mode: u32) -> Result<File> {
                 _ => Error::io("open lock file", &lock_path, e),
             })?;
     // The lock lives as long as the returned file is open.
-    match rustix::fs::flock(
-        &lock_file,
-        rustix::fs::FlockOperation::NonBlockingLockExclusive,
-    ) {
-        Ok(()) => {}
-        Err(rustix::io::Errno::WOULDBLOCK) => {
+    match root::lock_exclusive(&lock_file) {
+        Ok(true) => {}
+        Ok(false) => {
             return Err(Error::Locked {
                 path: root.to_path_buf(),
                 lock: lock_path,
             })
         }
-        Err(e) => return Err(Error::io("lock", &lock_path, e.into())),
+        Err(e) => return Err(Error::io("lock", &lock_path, e)),
     }
     Ok(lock_file)
 }
