@@ -118,6 +118,8 @@ pub struct Run<'a> {
     pub shared: &'a Path,
     /// Killed after this long.
     pub limit: Duration,
+    /// The user (and group) it runs as; `None`: this process's.
+    pub uid: Option<u32>,
 }
 
 /// Where [`trace`] holds the command: the swap point's number and the swap to run there.
@@ -319,6 +321,10 @@ pub fn trace(run: &Run<'_>, mut stop: Option<StopAt<'_>>) -> Traced {
         .stdout(File::create(&stdout_path).expect("stdout file"))
         .stderr(File::create(&stderr_path).expect("stderr file"))
         .process_group(0);
+    if let Some(uid) = run.uid {
+        // Run as root, std also clears the supplementary groups.
+        cmd.uid(uid).gid(uid);
+    }
     let child = cmd.spawn().expect("start the traced command");
     let pid = Pid::from_raw(child.id() as i32);
     match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {

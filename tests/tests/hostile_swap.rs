@@ -15,13 +15,20 @@
 //! symlink targets, read-only flags) must be what it was, and no database outside it may carry
 //! a canary database's identity (adopted). The command may fail; it may not change the canary.
 //!
+//! The tier runs twice. `hostile_swap_tier`: the commands run as root, everything they use and
+//! the canary are root's. `hostile_swap_tier_two_unprivileged_users`: the commands run as uid
+//! 65533, a second unprivileged user, who owns `S/a`, `S/b`, the working directory and the
+//! canary (its own other databases: what a redirected command of its could damage); the two
+//! `--stream` cases are left out there, as btrfs send and receive need root.
+//!
 //! Needs root, setpriv (util-linux), btrfs-progs, x86-64 and `BUTTER_BTRFS_DIR`; CI never
 //! skips. The commands are the `butter` and `slasher-bench` binaries next to this test's
 //! profile directory (`cargo build -p butter-tools -p slasher-bench`; scripts/test.sh builds
 //! the workspace first), or those in `HOSTILE_SWAP_BIN_DIR` (e.g. an older commit's build, to
 //! show what the tier finds there). `HOSTILE_SWAP_ONLY=substring` limits the commands (for
-//! development). The whole tier takes about a minute in a debug build (308 swap points over 17
-//! commands; the replays read the smallest committed fixture, 2 batches).
+//! development). Both runs take about a minute in a debug build (82 swap points over 17
+//! commands as root, 30 over 15 as uid 65533; the replays read the smallest committed fixture,
+//! 2 batches).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -39,6 +46,8 @@ use butter_tests::swap::{trace, Run, SharedCall, SwapPoints, Traced};
 use sha2::{Digest, Sha256};
 
 const NOBODY: u32 = 65534;
+/// The second unprivileged user, whose commands uid 65534 redirects in the second run.
+const VICTIM: u32 = 65533;
 /// The entries of S the commands' paths go through.
 const ENTRIES: [&str; 2] = ["a", "b"];
 /// The fixture replay reads (committed): the smallest one. Its two batches take about a second
@@ -253,9 +262,51 @@ struct Tier {
     work: PathBuf,
     butter: PathBuf,
     bench: PathBuf,
+    /// Who runs the commands and owns their directories and the canary (`None`: root).
+    user: Option<u32>,
 }
 
 impl Tier {
+    /// Hands `p` and everything below it to the tier's user (nothing to do for root). A
+    /// read-only subvolume is made writable for the change and read-only again.
+    fn give(&self, p: &Path) {
+        let Some(uid) = self.user else {
+            return;
+        };
+        let m = std::fs::symlink_metadata(p).unwrap();
+        if m.is_dir() {
+            let ro = is_subvolume_root(p).unwrap() && BtrfsFs.is_readonly(p).unwrap();
+            if ro {
+                BtrfsFs.set_readonly(p, false).unwrap();
+            }
+            for e in std::fs::read_dir(p).unwrap().flatten() {
+                self.give(&e.path());
+            }
+            std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
+            if ro {
+                BtrfsFs.set_readonly(p, true).unwrap();
+            }
+        } else {
+            std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
+        }
+    }
+
+    /// A fresh canary, the tier user's.
+    fn make_canary(&self) -> Vec<Env> {
+        let held = make_canary(&self.canary);
+        self.give(&self.canary);
+        held
+    }
+
+    /// Empties S and makes what `case` works on there, the tier user's.
+    fn set_up(&self, case: &Case) {
+        self.reset_shared();
+        (case.setup)(self);
+        for e in ENTRIES {
+            self.give(&self.e(e));
+        }
+    }
+
     fn e(&self, entry: &str) -> PathBuf {
         self.shared.join(entry)
     }
@@ -337,6 +388,7 @@ fn cases(t: &Tier) -> Vec<Case> {
             stdin: None,
         });
     }
+    let root = t.user.is_none();
     for (name, flags, dest) in [
         ("butter backup", vec![], "copy"),
         ("butter backup --plain", vec!["--plain"], "plain"),
@@ -353,7 +405,7 @@ fn cases(t: &Tier) -> Vec<Case> {
             stdin: None,
         });
     }
-    v.push(Case {
+    v.extend(root.then(|| Case {
         name: "butter backup --stream".into(),
         setup: Box::new(src_db),
         argv: vec![
@@ -364,7 +416,7 @@ fn cases(t: &Tier) -> Vec<Case> {
             s(&t.e("b").join("copy")),
         ],
         stdin: None,
-    });
+    }));
     let copy = t.e("a").join("copy");
     v.push(Case {
         name: "butter restore".into(),
@@ -398,7 +450,7 @@ fn cases(t: &Tier) -> Vec<Case> {
         ],
         stdin: None,
     });
-    v.push(Case {
+    v.extend(root.then(|| Case {
         name: "butter restore (stream)".into(),
         setup: Box::new(move |t: &Tier| {
             src_db(t);
@@ -416,7 +468,7 @@ fn cases(t: &Tier) -> Vec<Case> {
             s(&t.e("b").join("restored")),
         ],
         stdin: None,
-    });
+    }));
     let dump = t.work.join("load-input.dump");
     v.push(Case {
         name: "butter load".into(),
@@ -491,12 +543,12 @@ fn run_case(t: &Tier, case: &Case, canary: &mut (Vec<Env>, BTreeMap<PathBuf, Str
         scratch: &scratch,
         shared: &t.shared,
         limit: RUN_LIMIT,
+        uid: t.user,
     };
     let canary_ids: Vec<Vec<u8>> = identities(&t.canary).into_iter().map(|(_, b)| b).collect();
 
     // The enumeration: a run without a swap.
-    t.reset_shared();
-    (case.setup)(t);
+    t.set_up(case);
     let first: Traced = trace(&run, None);
     let mut points = SwapPoints::default();
     let listed: Vec<(Option<usize>, &SharedCall)> =
@@ -534,8 +586,7 @@ fn run_case(t: &Tier, case: &Case, canary: &mut (Vec<Env>, BTreeMap<PathBuf, Str
     );
 
     for k in 1..=found.points {
-        t.reset_shared();
-        (case.setup)(t);
+        t.set_up(case);
         let mut do_swap = |call: &SharedCall| swap(t, call, k);
         let traced = trace(&run, Some((k, &mut do_swap)));
         if !traced.ended.success() {
@@ -572,7 +623,7 @@ fn run_case(t: &Tier, case: &Case, canary: &mut (Vec<Env>, BTreeMap<PathBuf, Str
         // A fresh canary for the next points.
         canary.0.clear();
         harness::remove_db_dir(&t.canary);
-        canary.0 = make_canary(&t.canary);
+        canary.0 = t.make_canary();
         canary.1 = listing(&t.canary);
     }
     found
@@ -603,7 +654,22 @@ fn binaries() -> Result<(PathBuf, PathBuf), String> {
 
 #[test]
 fn hostile_swap_tier() {
-    const TEST: &str = "hostile_swap_tier";
+    run_tier("hostile_swap_tier", None);
+}
+
+#[test]
+fn hostile_swap_tier_two_unprivileged_users() {
+    run_tier("hostile_swap_tier_two_unprivileged_users", Some(VICTIM));
+}
+
+/// The two tiers take turns: the tracer waits for any traced process of this one
+/// (`waitpid(-1)`), so two tracers at once would take each other's stops.
+static ONE_TRACER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The tier with the commands run by `user` (`None`: root).
+fn run_tier(test: &str, user: Option<u32>) {
+    let _turn = ONE_TRACER.lock().unwrap_or_else(|e| e.into_inner());
+    let who = user.map_or("root".to_string(), |u| format!("uid {u}"));
     let mut problems = Vec::new();
     if !butter_test_support::is_root() {
         problems.push("not root (it acts as root and as uid 65534)".to_string());
@@ -617,10 +683,10 @@ fn hostile_swap_tier() {
     if let Err(e) = &bins {
         problems.push(e.clone());
     }
-    if !harness::require(TEST, &problems) {
+    if !harness::require(test, &problems) {
         return;
     }
-    let Some(root) = btrfs_dir(TEST) else {
+    let Some(root) = btrfs_dir(test) else {
         return;
     };
     let (butter, bench) = bins.unwrap();
@@ -640,6 +706,7 @@ fn hostile_swap_tier() {
         butter,
         bench,
         _root: root,
+        user,
     };
     // load's input: a dump of a small database of its own.
     let dump_src = tier.work.join("dump-source");
@@ -654,8 +721,9 @@ fn hostile_swap_tier() {
         String::from_utf8_lossy(&o.stderr)
     );
     std::fs::write(tier.work.join("load-input.dump"), &o.stdout).unwrap();
+    tier.give(&tier.work);
 
-    let held = make_canary(&tier.canary);
+    let held = tier.make_canary();
     let mut canary = (held, listing(&tier.canary));
     let only = std::env::var("HOSTILE_SWAP_ONLY").ok();
     let start = Instant::now();
@@ -681,7 +749,7 @@ fn hostile_swap_tier() {
             f.failed_runs,
             t0.elapsed().as_secs_f64()
         );
-        println!("hostile swap: {line}");
+        println!("hostile swap ({who}): {line}");
         for d in &f.damaged {
             println!("    {d}");
         }
@@ -689,8 +757,8 @@ fn hostile_swap_tier() {
     }
     drop(canary);
     println!(
-        "tier hostile swap: {total_points} swap points over {commands} commands, {total_damage} \
-         violations, {:.0} s",
+        "tier hostile swap ({who}): {total_points} swap points over {commands} commands, \
+         {total_damage} violations, {:.0} s",
         start.elapsed().as_secs_f64()
     );
     let damaged: Vec<&String> = lines
