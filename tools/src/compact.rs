@@ -80,9 +80,17 @@ pub fn compact_committing_every(
     bytes: u64,
     entries: u64,
 ) -> Result<Compacted> {
-    crate::dumpload::require_dir(dir)?;
-    crate::plain::refuse_inside(dir, dest)?;
-    let source = Snapshot::open(dir)?;
+    // DIR is looked up once (`handle`) and read through its handle.
+    crate::handle::through_handle(dir, |held| {
+        crate::plain::refuse_inside_real(&held.real, dir, dest)?;
+        let source = Snapshot::open(&held.via)?;
+        compact_from(&source, dest, (bytes.max(1), entries.max(1)))
+    })
+}
+
+/// [`compact_committing_every`] of the open `source`, committing every `every` (bytes,
+/// entries).
+fn compact_from(source: &Snapshot, dest: &Path, every: (u64, u64)) -> Result<Compacted> {
     let t = Instant::now();
     let mut copy = NewCopy::create(dest)?;
     let scratch = copy.scratch_dir();
@@ -99,7 +107,7 @@ pub fn compact_committing_every(
     }
     let (entries, entry_bytes, commits) = {
         let env = EnvBuilder::new(&scratch).open()?;
-        write_all(&source, &env, (bytes.max(1), entries.max(1)))?
+        write_all(source, &env, every)?
     };
     let built = Snapshot::open(&scratch)?;
     let gen_dir = copy.install(&built)?.generation_dir.clone();
@@ -108,7 +116,7 @@ pub fn compact_committing_every(
     let t = Instant::now();
     let made = Snapshot::open_generation(&gen_dir)?;
     let verified = made.verify()?;
-    let compared = compare(&source, &made)?;
+    let compared = compare(source, &made)?;
     if compared != entries {
         return Err(ToolError::BadCopy(format!(
             "{entries} entries were written, {compared} compared"
@@ -121,7 +129,7 @@ pub fn compact_committing_every(
         copy: info,
         source_generation: source.generation(),
         source_identity: source.identity(),
-        source_bytes: segment_bytes(&source),
+        source_bytes: segment_bytes(source),
         tables: source.tables().len(),
         entries,
         entry_bytes,

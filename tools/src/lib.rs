@@ -15,6 +15,7 @@ use serde::Serialize;
 pub mod compact;
 pub mod dumpload;
 pub mod exit;
+pub mod handle;
 pub mod plain;
 
 /// Everything a command can fail with; each prints as one line.
@@ -206,8 +207,12 @@ pub struct StatOptions {
 /// [`ToolError::NotADirectory`], [`ToolError::NoSuchTable`], [`ToolError::Engine`] for a
 /// directory that is not a database or cannot be read.
 pub fn stat(dir: &Path, opts: &StatOptions) -> Result<Stat> {
-    dumpload::require_dir(dir)?;
-    let info: DirInfo = admin::inspect_dir(dir)?;
+    handle::through_handle(dir, |h| stat_via(dir, &h.via, opts))
+}
+
+/// [`stat`] of `dir` (named in the result) reached at `via`.
+fn stat_via(dir: &Path, via: &Path, opts: &StatOptions) -> Result<Stat> {
+    let info: DirInfo = admin::inspect_dir(via)?;
     let mut stat = Stat {
         path: dir.into(),
         identity: info.identity.clone().unwrap_or_default(),
@@ -229,10 +234,10 @@ pub fn stat(dir: &Path, opts: &StatOptions) -> Result<Stat> {
             available: info.fs.available,
         },
     };
-    let snap = match Snapshot::open(dir) {
+    let snap = match Snapshot::open(via) {
         Ok(snap) => snap,
         Err(e) => {
-            let e = ToolError::from(e);
+            let e = ToolError::from(e.rebased(via, dir));
             if e.exit_code() != exit::CORRUPT {
                 return Err(e);
             }
@@ -277,7 +282,7 @@ pub fn stat(dir: &Path, opts: &StatOptions) -> Result<Stat> {
                     row.tombstones = Some(s.tombstones);
                 }
                 Err(e) => {
-                    let e = ToolError::from(e);
+                    let e = ToolError::from(e.rebased(via, dir));
                     if e.exit_code() != exit::CORRUPT {
                         return Err(e);
                     }
@@ -309,12 +314,14 @@ pub struct Checked {
 /// The first problem found, as [`ToolError::Engine`].
 pub fn check(dir: &Path) -> Result<Checked> {
     let t = Instant::now();
-    let snap = Snapshot::open(dir)?;
-    let verified = snap.verify()?;
-    Ok(Checked {
-        generation: snap.generation(),
-        verified,
-        elapsed: t.elapsed(),
+    handle::through_handle(dir, |h| {
+        let snap = Snapshot::open(&h.via)?;
+        let verified = snap.verify()?;
+        Ok(Checked {
+            generation: snap.generation(),
+            verified,
+            elapsed: t.elapsed(),
+        })
     })
 }
 
@@ -384,7 +391,8 @@ pub fn backup(dir: &Path, dest: &Path, stream: Option<&StreamTarget>) -> Result<
     // DEST is opened once and checked here; the copy, the stream and any removal on failure
     // reach it through that handle only. The copy becomes a database (its `butter.id`) only
     // once the stream, if any, was written.
-    let copy = admin::prepare_backup(dir, dest)?;
+    // DIR too is looked up once (`handle`), and read through its handle.
+    let copy = handle::through_handle(dir, |h| Ok(admin::prepare_backup(&h.via, dest)?))?;
     let copy_time = t.elapsed();
     if stream.is_none() {
         return Ok(BackedUp {
@@ -617,8 +625,21 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
             "restore takes one database directory, or stream files".into(),
         ));
     }
+    // A source directory is looked up once (`handle`) and read through its handle.
+    let held = if from_dir {
+        Some(handle::hold(first)?)
+    } else {
+        None
+    };
+    let src = held.as_ref().map_or(first.as_path(), |h| h.via.as_path());
+    let rebase = |e: butter_db::Error| {
+        ToolError::Engine(match &held {
+            Some(h) => e.rebased(&h.via, first),
+            None => e,
+        })
+    };
     if from_dir {
-        if first.join(plain::COPY_MANIFEST).exists() {
+        if src.join(plain::COPY_MANIFEST).exists() {
             return Err(ToolError::BadSources(format!(
                 "{} is a plain copy (it holds {}): restore it with `butter restore --plain`; \
                  nothing was changed",
@@ -626,7 +647,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
                 plain::COPY_MANIFEST
             )));
         }
-        Snapshot::open(first)?;
+        Snapshot::open(src).map_err(rebase)?;
     } else {
         for s in sources.iter().filter(|s| s.as_os_str() != "-") {
             if s.is_dir() {
@@ -654,7 +675,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
     // `btrfs receive` child through `/proc/<pid>/fd/N`), never through the path again.
     let mut copy = NewCopy::create(dest)?;
     if from_dir {
-        copy.install_newest_of(first)?;
+        copy.install_newest_of(src).map_err(rebase)?;
     } else {
         let received = copy.receive_dir()?;
         let mut newest = None;

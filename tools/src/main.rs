@@ -339,7 +339,6 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
             }
         }
         Cmd::Check { dir } => {
-            dumpload::require_dir(&dir)?;
             let c = butter_tools::check(&dir)?;
             let v = c.verified;
             writeln!(
@@ -509,38 +508,43 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
             to,
             limit,
         } => {
-            if list {
-                for name in dumpload::list_tables(&dir)? {
-                    writeln!(out, "{name}")?;
-                }
-                return Ok(None);
-            }
-            let tables = if all {
-                dumpload::list_tables(&dir)?
-            } else {
-                tables
-            };
             let from = from
                 .map(|h| butter_tools::parse_hex("--from", &h))
                 .transpose()?;
             let to = to
                 .map(|h| butter_tools::parse_hex("--to", &h))
                 .transpose()?;
-            let mut buffered = std::io::BufWriter::new(out);
-            dumpload::dump(
-                &dir,
-                &tables,
-                from.as_deref(),
-                to.as_deref(),
-                limit,
-                if raw {
-                    DumpStyle::Raw
+            // DIR is looked up once; the listing and the dump read it through the handle.
+            butter_tools::handle::through_handle(&dir, |held| {
+                let via = held.via.as_path();
+                if list {
+                    for name in dumpload::list_tables(via)? {
+                        writeln!(out, "{name}")?;
+                    }
+                    return Ok(());
+                }
+                let tables = if all {
+                    dumpload::list_tables(via)?
                 } else {
-                    DumpStyle::Sections
-                },
-                &mut buffered,
-            )?;
-            buffered.flush()?;
+                    tables
+                };
+                let mut buffered = std::io::BufWriter::new(&mut out);
+                dumpload::dump(
+                    via,
+                    &tables,
+                    from.as_deref(),
+                    to.as_deref(),
+                    limit,
+                    if raw {
+                        DumpStyle::Raw
+                    } else {
+                        DumpStyle::Sections
+                    },
+                    &mut buffered,
+                )?;
+                buffered.flush()?;
+                Ok(())
+            })?;
         }
         Cmd::Load { dir, input } => {
             let mut reader = dumpload::open_input(input.as_ref())?;

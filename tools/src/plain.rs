@@ -248,13 +248,8 @@ fn open_dir(path: &Path) -> Result<OwnedFd> {
     .map_err(|e| io_err("open directory", path, e))
 }
 
-/// Refuses a destination that is the database directory or inside it.
-pub(crate) fn refuse_inside(db: &Path, dest: &Path) -> Result<()> {
-    let db_real = db.canonicalize().map_err(|e| io_err("resolve", db, e))?;
-    refuse_inside_real(&db_real, db, dest)
-}
-
-/// [`refuse_inside`] for the database whose real path is `db_real` (`db`: as given).
+/// Refuses a DEST that is the database directory or inside it; `db_real` is the database's real
+/// path (from its handle), `db` the path as given.
 pub(crate) fn refuse_inside_real(db_real: &Path, db: &Path, dest: &Path) -> Result<()> {
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -445,31 +440,13 @@ fn copy_generation_file(
 /// (I/O), [`ToolError::BadCopy`] (what was read back differs); a failed directory copy leaves
 /// DEST as it was.
 pub fn backup_plain(dir: &Path, target: &PlainTarget) -> Result<PlainBackup> {
-    // DIR is looked up once: held open, and the snapshot and the checks below reach it
-    // through the handle (`/proc/self/fd/N/.`), so that another user who can rename an entry
-    // on DIR's path cannot swap in another database (root's, say) between two lookups and
-    // have it copied out.
-    use std::os::fd::AsRawFd as _;
-    let held = match rustix::fs::open(
-        dir,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOTDIR) => return Err(ToolError::NotADirectory(dir.to_path_buf())),
-        Err(e) => {
-            // Missing or unreadable: the engine's own error says so (as before).
-            crate::dumpload::require_dir(dir)?;
-            Snapshot::open(dir)?;
-            return Err(io_err("open", dir, std::io::Error::from(e)));
-        }
-    };
-    let via = PathBuf::from(format!("/proc/self/fd/{}/.", held.as_raw_fd()));
-    // The directory's path as the kernel gives it for the handle (text; nothing looked up).
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", held.as_raw_fd()))
-        .map_err(|e| io_err("resolve", dir, e))?;
-    let result = backup_plain_via(dir, &via, &real, target).map_err(|e| match e {
-        ToolError::Engine(e) => ToolError::Engine(e.rebased(&via, dir)),
+    // DIR is looked up once (`crate::handle`): another user who can rename an entry on its
+    // path cannot swap in another database (root's, say) between two lookups and have it
+    // copied out.
+    let held = crate::handle::hold(dir)?;
+    let (via, real) = (&held.via, &held.real);
+    let result = backup_plain_via(dir, via, real, target).map_err(|e| match e {
+        ToolError::Engine(e) => ToolError::Engine(e.rebased(via, dir)),
         other => other,
     });
     drop(held);

@@ -240,6 +240,11 @@ fn check_names_a_damaged_segment() {
     assert!(stderr(&o).contains(seg.file_name().unwrap().to_str().unwrap()));
     // The block by its number and its byte range: `block 0 of N, bytes 0..END (END bytes)`.
     let err = stderr(&o);
+    // check reads DIR through a handle, and names the path given, not the handle's.
+    assert!(
+        err.contains(&format!("{}/gen-", db.display())) && !err.contains("/proc/self/fd"),
+        "the error names DIR as given: {err}"
+    );
     assert!(err.contains(": block 0 of "), "the first block: {err}");
     let end: u64 = err
         .split_once("bytes 0..")

@@ -580,11 +580,12 @@ pub fn database_bytes(db: &Path) -> Result<u64> {
 /// taking it, even shared and briefly, could make a writer starting at that moment fail with
 /// `Locked`. `/proc/locks` names the file by the filesystem's device and the inode number, but
 /// btrfs reports another device per subvolume to `stat`, so a lock on the same inode number is
-/// confirmed by the holder's open descriptors (when they can be read).
+/// confirmed by the holder's open descriptors (when they can be read): one of them must be the
+/// same file (device and inode of what it has open; no path is looked up again).
 fn lock_holder(lock: &Path) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    let ino = std::fs::symlink_metadata(lock).ok()?.ino();
-    let real = lock.canonicalize().ok()?;
+    let meta = std::fs::symlink_metadata(lock).ok()?;
+    let (dev, ino) = (meta.dev(), meta.ino());
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     locks.lines().find_map(|line| {
         // "1: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF"
@@ -599,7 +600,7 @@ fn lock_holder(lock: &Path) -> Option<u32> {
             return Some(pid);
         };
         fds.flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == real))
+            .any(|fd| std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino))
             .then_some(pid)
     })
 }

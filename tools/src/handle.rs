@@ -1,0 +1,68 @@
+//! A database directory given to a read-only command (`stat`, `check`, `dump`, `backup
+//! --plain`'s SRC) is looked up once. The command then reaches it only through the open
+//! handle, as `/proc/self/fd/N/.`, so another user who can rename an entry on the path cannot
+//! swap in another database between two of the command's lookups (docs/reliability.md §4.1).
+
+use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use butter_db::admin::Snapshot;
+use rustix::fs::{Mode, OFlags};
+
+use crate::{Result, ToolError};
+
+/// `dir`, open, and the path that reaches it through the handle.
+#[derive(Debug)]
+pub struct Held {
+    _fd: OwnedFd,
+    /// `/proc/self/fd/N/.`: the directory itself, whatever has happened to its name since.
+    pub via: PathBuf,
+    /// The directory's path as the kernel gives it for the handle (text; nothing looked up).
+    pub real: PathBuf,
+}
+
+/// Opens `dir` once (a symlink given as the path is followed then, as the user meant it).
+///
+/// # Errors
+/// [`ToolError::NotADirectory`]; for a missing or unreadable path, the engine's own error
+/// (it says "not a butter_db database", or names what it could not read).
+pub(crate) fn hold(dir: &Path) -> Result<Held> {
+    let fd = match rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOTDIR) => return Err(ToolError::NotADirectory(dir.to_path_buf())),
+        Err(e) => {
+            Snapshot::open(dir)?;
+            return Err(ToolError::StreamFile {
+                op: "open",
+                path: dir.into(),
+                source: e.into(),
+            });
+        }
+    };
+    let via = PathBuf::from(format!("/proc/self/fd/{}/.", fd.as_raw_fd()));
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|e| {
+        ToolError::StreamFile {
+            op: "resolve",
+            path: dir.into(),
+            source: e,
+        }
+    })?;
+    Ok(Held { _fd: fd, via, real })
+}
+
+/// Runs `f` on `dir` held ([`hold`]; `f` reaches it at [`Held::via`]); the engine's errors
+/// name `dir`, not the handle's path.
+///
+/// # Errors
+/// As [`hold`] and `f`.
+pub fn through_handle<T>(dir: &Path, f: impl FnOnce(&Held) -> Result<T>) -> Result<T> {
+    let held = hold(dir)?;
+    f(&held).map_err(|e| match e {
+        ToolError::Engine(e) => ToolError::Engine(e.rebased(&held.via, dir)),
+        other => other,
+    })
+}
