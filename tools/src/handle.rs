@@ -1,7 +1,8 @@
-//! A database directory given to a read-only command (`stat`, `check`, `dump`, `backup
-//! --plain`'s SRC) is looked up once. The command then reaches it only through the open
-//! handle, as `/proc/self/fd/N/.`, so another user who can rename an entry on the path cannot
-//! swap in another database between two of the command's lookups (docs/reliability.md §4.1).
+//! A database directory a command only reads (`stat`, `check` and `dump` DIR, `backup` SRC in
+//! each form, `restore` SOURCE) is looked up once. The command then reaches it only through
+//! the open handle, as `/proc/self/fd/N/.`, so another user who can rename an entry on the
+//! path cannot swap in another database between two of the command's lookups
+//! (docs/reliability.md §4.1).
 
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
