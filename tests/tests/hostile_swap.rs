@@ -662,8 +662,9 @@ fn hostile_swap_tier_two_unprivileged_users() {
     run_tier("hostile_swap_tier_two_unprivileged_users", Some(VICTIM));
 }
 
-/// The two tiers take turns: the tracer waits for any traced process of this one
-/// (`waitpid(-1)`), so two tracers at once would take each other's stops.
+/// The two tiers take turns, setup included: the tracer waits for any child of this process
+/// (`waitpid(-1)`), so two tracers at once would take each other's stops, and a tracer would
+/// reap the commands the other tier's setup and swaps start.
 static ONE_TRACER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The tier with the commands run by `user` (`None`: root).

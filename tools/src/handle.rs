@@ -55,6 +55,17 @@ pub(crate) fn hold(dir: &Path) -> Result<Held> {
     Ok(Held { _fd: fd, via, real })
 }
 
+impl Held {
+    /// `e` with the handle's path (`/proc/self/fd/N/.`) in an engine error replaced by `dir`,
+    /// the path the user gave.
+    pub fn name_as_given(&self, e: ToolError, dir: &Path) -> ToolError {
+        match e {
+            ToolError::Engine(e) => ToolError::Engine(e.rebased(&self.via, dir)),
+            other => other,
+        }
+    }
+}
+
 /// Runs `f` on `dir` held ([`hold`]; `f` reaches it at [`Held::via`]); the engine's errors
 /// name `dir`, not the handle's path.
 ///
@@ -62,8 +73,5 @@ pub(crate) fn hold(dir: &Path) -> Result<Held> {
 /// As [`hold`] and `f`.
 pub fn through_handle<T>(dir: &Path, f: impl FnOnce(&Held) -> Result<T>) -> Result<T> {
     let held = hold(dir)?;
-    f(&held).map_err(|e| match e {
-        ToolError::Engine(e) => ToolError::Engine(e.rebased(&held.via, dir)),
-        other => other,
-    })
+    f(&held).map_err(|e| held.name_as_given(e, dir))
 }

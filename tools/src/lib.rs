@@ -632,11 +632,9 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         None
     };
     let src = held.as_ref().map_or(first.as_path(), |h| h.via.as_path());
-    let rebase = |e: butter_db::Error| {
-        ToolError::Engine(match &held {
-            Some(h) => e.rebased(&h.via, first),
-            None => e,
-        })
+    let rebase = |e: butter_db::Error| match &held {
+        Some(h) => h.name_as_given(e.into(), first),
+        None => e.into(),
     };
     if from_dir {
         if src.join(plain::COPY_MANIFEST).exists() {

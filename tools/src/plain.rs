@@ -443,14 +443,9 @@ pub fn backup_plain(dir: &Path, target: &PlainTarget) -> Result<PlainBackup> {
     // DIR is looked up once (`crate::handle`): another user who can rename an entry on its
     // path cannot swap in another database (root's, say) between two lookups and have it
     // copied out.
-    let held = crate::handle::hold(dir)?;
-    let (via, real) = (&held.via, &held.real);
-    let result = backup_plain_via(dir, via, real, target).map_err(|e| match e {
-        ToolError::Engine(e) => ToolError::Engine(e.rebased(via, dir)),
-        other => other,
-    });
-    drop(held);
-    result
+    crate::handle::through_handle(dir, |held| {
+        backup_plain_via(dir, &held.via, &held.real, target)
+    })
 }
 
 /// [`backup_plain`] of DIR (`dir`, for messages) reached at `via` (through its handle), whose
