@@ -12,11 +12,17 @@
 //! ([`BUTTER_CACHE_MIB_VAR`], in MiB) does, since Lighthouse's slasher configuration has no
 //! setting for it. This module is the one place that reads the variable.
 //!
+//! Under memory pressure the engine asks the process's allocator to give freed memory back,
+//! through a function the program registers once with [`set_release_memory`] (the allocator
+//! is the process's, so the function is too); the replay registers one that purges jemalloc's
+//! arenas. Without one, nothing is asked.
+//!
 //! The adapter keeps the engine's statistics about its commits ([`crate::stats`]): each
 //! commit's `butter_db::CommitInfo` is added to [`CommitStats`], which
 //! [`backend::Environment::stats`] returns.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -26,6 +32,17 @@ use crate::config::{BackendConfig, BUTTER_CACHE_MIB_VAR};
 use crate::error::Error;
 use crate::stats::{CommitPeaks, CommitTotals, EngineStats};
 use crate::tables::OpenDatabases;
+
+/// The process's release function (see the module documentation).
+static RELEASE_MEMORY: OnceLock<fn()> = OnceLock::new();
+
+/// Register `release`, which makes the process's allocator give the memory it holds freed
+/// back to the kernel, for every environment opened from now on
+/// (`butter_db::EnvBuilder::release_memory`). The first registration wins; it returns `false`
+/// if one was already made.
+pub fn set_release_memory(release: fn()) -> bool {
+    RELEASE_MEMORY.set(release).is_ok()
+}
 
 /// A butter_db environment.
 #[derive(Debug)]
@@ -97,6 +114,7 @@ impl EngineStats for CommitStats {
             ("txn_peak", txn_peak),
             ("txn_budget", m.memtable_budget_bytes),
             ("pressure_level", u64::from(m.pressure_level)),
+            ("releases", m.releases),
         ];
         // Only where a cgroup limit was read: without one there is nothing to show.
         figures.extend(m.cgroup_anon_bytes.map(|anon| ("cgroup_anon", anon)));
@@ -185,6 +203,9 @@ impl backend::Environment for Environment {
         };
         if let Some(bytes) = cache_bytes {
             builder = builder.block_cache_bytes(bytes);
+        }
+        if let Some(&release) = RELEASE_MEMORY.get() {
+            builder = builder.release_memory(release);
         }
         let env = builder.open()?;
         Ok(Environment {

@@ -14,6 +14,12 @@
 //!   level halves the room of what can be given back soonest: levels 1 to [`MAX_LEVEL`] halve
 //!   the cache's room, and from level 3 the transaction's share halves as well, so it spills
 //!   sooner. Without a cgroup limit (or where it cannot be read) the level stays 0.
+//! - **Giving memory back.** What the engine frees stays in the process until its allocator
+//!   returns it to the kernel (jemalloc keeps freed pages for ten seconds by default), and the
+//!   cgroup counts it all the while. So at every look that finds the level above 0, after the
+//!   cache has shrunk, the budget calls the release function the process gave
+//!   ([`crate::EnvBuilder::release_memory`]), if any. The engine knows nothing of allocators:
+//!   the program that chose one supplies the function.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,6 +63,8 @@ pub struct MemoryUse {
     pub cgroup_anon_bytes: Option<u64>,
     /// See `cgroup_anon_bytes`.
     pub cgroup_limit_bytes: Option<u64>,
+    /// How many times the release function was called since the environment was opened.
+    pub releases: u64,
 }
 
 /// See the module documentation.
@@ -69,6 +77,9 @@ pub(crate) struct Budget {
     memtable_share: u64,
     /// The cgroup whose anonymous memory is watched (`None`: no pressure is ever seen).
     cgroup: Option<MemoryCgroup>,
+    /// Asks the process's allocator to give freed memory back (see the module documentation).
+    release: Option<fn()>,
+    releases: AtomicU64,
     level: AtomicU32,
     peak_level: AtomicU32,
     memtable_bytes: AtomicU64,
@@ -82,12 +93,15 @@ impl Budget {
         cache_share: u64,
         memtable_share: u64,
         cgroup: Option<MemoryCgroup>,
+        release: Option<fn()>,
     ) -> Budget {
         let budget = Budget {
             cache,
             cache_share,
             memtable_share,
             cgroup,
+            release,
+            releases: AtomicU64::new(0),
             level: AtomicU32::new(0),
             peak_level: AtomicU32::new(0),
             memtable_bytes: AtomicU64::new(0),
@@ -129,8 +143,8 @@ impl Budget {
         }
     }
 
-    /// Look at the cgroup's anonymous memory, move the pressure level, and set the cache's
-    /// room (called at every commit and every spill).
+    /// Look at the cgroup's anonymous memory, move the pressure level, set the cache's room,
+    /// and under pressure call the release function (called at every commit and every spill).
     pub(crate) fn observe(&self) {
         if let Some((anon, limit)) = self.cgroup.as_ref().and_then(MemoryCgroup::anon_and_limit) {
             self.seen_anon.store(anon, Ordering::Relaxed);
@@ -140,6 +154,10 @@ impl Budget {
             self.peak_level.fetch_max(level, Ordering::Relaxed);
         }
         self.set_cache_room();
+        if let Some(release) = self.release.filter(|_| self.level() > 0) {
+            release();
+            self.releases.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn cache_room(&self) -> u64 {
@@ -169,6 +187,7 @@ impl Budget {
             peak_pressure_level: self.peak_level.load(Ordering::Relaxed),
             cgroup_anon_bytes: seen(&self.seen_limit).and(seen(&self.seen_anon)),
             cgroup_limit_bytes: seen(&self.seen_limit),
+            releases: self.releases.load(Ordering::Relaxed),
         }
     }
 }
@@ -203,7 +222,7 @@ mod tests {
     #[test]
     fn indexes_and_the_transaction_take_the_caches_room_and_pressure_halves_it() {
         let cache = Arc::new(BlockCache::new(0));
-        let b = Budget::new(cache.clone(), 8 << 20, 8 << 20, None);
+        let b = Budget::new(cache.clone(), 8 << 20, 8 << 20, None, None);
         // Between transactions the cache has the whole budget.
         assert_eq!(cache.capacity_bytes(), 16 << 20);
         cache.count_index(2 << 20, true);

@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use butter_db::budget::MAX_LEVEL;
 use butter_db::memory::{CgroupVersion, MemoryCgroup};
@@ -117,6 +118,14 @@ fn cache_indexes_and_transaction_stay_within_one_budget() {
 
 /// A v1 memory cgroup's files, as far as the engine reads them: a limit and the anonymous
 /// memory charged.
+/// Calls of [`count_release`], the release function of the pressure test's environment (the
+/// only one in this binary that has one).
+static RELEASES: AtomicU64 = AtomicU64::new(0);
+
+fn count_release() {
+    RELEASES.fetch_add(1, Ordering::Relaxed);
+}
+
 fn write_cgroup(dir: &Path, limit: u64, anon: u64) {
     std::fs::write(
         dir.join("memory.stat"),
@@ -144,6 +153,7 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
         .block_cache_bytes(CACHE)
         .memtable_bytes(MEMTABLE)
         .memory_cgroup(Some(cgroup))
+        .release_memory(count_release)
         .open()
         .unwrap();
     let t = env.create_table("t").unwrap();
@@ -151,6 +161,8 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
     fill(&env, t, keys);
     let calm = env.memory_use();
     assert_eq!(calm.pressure_level, 0);
+    assert_eq!(calm.releases, 0, "no release without pressure");
+    assert_eq!(RELEASES.load(Ordering::Relaxed), 0);
     assert_eq!(calm.cgroup_limit_bytes, Some(limit));
     assert_eq!(calm.cgroup_anon_bytes, Some(10 << 20));
     assert_eq!(calm.memtable_budget_bytes, MEMTABLE);
@@ -167,6 +179,9 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
             "level {level}: {m:?}"
         );
         assert!(m.cache_bytes <= m.cache_room_bytes, "{m:?}");
+        // Each commit under pressure asked the allocator to give freed memory back.
+        assert_eq!(m.releases, u64::from(level), "{m:?}");
+        assert_eq!(RELEASES.load(Ordering::Relaxed), m.releases);
     }
     let squeezed = env.memory_use();
     assert_eq!(squeezed.peak_pressure_level, MAX_LEVEL);
@@ -191,6 +206,10 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
     }
     let relieved = env.memory_use();
     assert_eq!(relieved.pressure_level, 0);
+    // No release once the level is back at 0.
+    touch(&env, t, 200);
+    assert_eq!(env.memory_use().releases, relieved.releases);
+    assert_eq!(RELEASES.load(Ordering::Relaxed), relieved.releases);
     assert_eq!(relieved.memtable_budget_bytes, MEMTABLE);
     assert!(relieved.cache_room_bytes > 2 * squeezed.cache_room_bytes);
     // Nothing was lost on the way.

@@ -25,6 +25,38 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// butter_db's release function under jemalloc: make every arena give its unused pages back
+/// to the kernel now. jemalloc keeps freed pages for `dirty_decay_ms` (10 s by default) before
+/// it returns them, and a memory cgroup counts them all that time. An arena whose decay time
+/// is set to 0 purges all its unused pages at once (jemalloc 5.3, `pac_maybe_decay_purge`);
+/// each arena's time is then set back to what it was. (Setting it to the value it has only
+/// restarts the decay: nothing is purged.) Errors (an arena index not in use) are skipped:
+/// this only ever gives memory back.
+#[cfg(all(feature = "jemalloc", feature = "butter"))]
+fn release_jemalloc_pages() {
+    use tikv_jemalloc_ctl::{arenas, Access, AsName};
+    let Ok(count) = arenas::narenas::read() else {
+        return;
+    };
+    for key in [
+        &b"arena.0.dirty_decay_ms\0"[..],
+        &b"arena.0.muzzy_decay_ms\0"[..],
+    ] {
+        let Ok(mut mib) = key.name().mib::<[usize; 3]>() else {
+            continue;
+        };
+        for arena in 0..count as usize {
+            mib[1] = arena;
+            let decay: Result<isize, _> = Access::read(&mib);
+            if let Ok(ms) = decay {
+                if Access::<isize>::write(&mib, 0).is_ok() && ms != 0 {
+                    let _: Result<(), _> = Access::<isize>::write(&mib, ms);
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "slasher-bench", version, about)]
 struct Cli {
@@ -342,6 +374,8 @@ fn main() -> ExitCode {
     if log::set_logger(&LOGGER).is_ok() {
         log::set_max_level(log::LevelFilter::Warn);
     }
+    #[cfg(all(feature = "jemalloc", feature = "butter"))]
+    slasher_adapters::butter::set_release_memory(release_jemalloc_pages);
     let cli = Cli::parse();
     let backtrace = slasher_bench::errors::backtrace_wanted(cli.backtrace);
     // anyhow captures a backtrace when RUST_LIB_BACKTRACE (else RUST_BACKTRACE) asks; ask for
@@ -373,5 +407,41 @@ fn main() -> ExitCode {
                 None => ExitCode::FAILURE,
             }
         }
+    }
+}
+
+#[cfg(all(test, feature = "jemalloc", feature = "butter"))]
+mod tests {
+    /// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`).
+    fn resident_bytes() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmRSS in /proc/self/status");
+        kib << 10
+    }
+
+    #[test]
+    fn release_gives_freed_pages_back_to_the_kernel() {
+        const MIB: usize = 1 << 20;
+        const KEPT: u64 = 32 << 20;
+        let before = resident_bytes();
+        // 64 MiB in 1 MiB blocks, every page written, then freed: jemalloc keeps the pages.
+        let blocks: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8 | 1; MIB]).collect();
+        drop(blocks);
+        let freed = resident_bytes();
+        assert!(
+            freed >= before + KEPT,
+            "jemalloc gave the pages back by itself (resident {before} bytes, {freed} after \
+             the free), so this test would show nothing"
+        );
+        super::release_jemalloc_pages();
+        let released = resident_bytes();
+        assert!(
+            released + KEPT <= freed,
+            "resident {freed} bytes before the release, {released} after"
+        );
     }
 }

@@ -109,6 +109,8 @@ pub struct EnvBuilder {
     merge_sizes: (u64, u64),
     /// The memory cgroup whose pressure the budget watches; `None` inside: this process's.
     memory_cgroup: Option<Option<MemoryCgroup>>,
+    /// See [`EnvBuilder::release_memory`].
+    release_memory: Option<fn()>,
     fs: Arc<dyn Fs>,
 }
 
@@ -123,6 +125,7 @@ impl EnvBuilder {
             group_access: false,
             merge_sizes: (policy::PARTITION_BYTES, policy::DRAIN_JOB_BYTES),
             memory_cgroup: None,
+            release_memory: None,
             fs: Arc::new(BtrfsFs),
         }
     }
@@ -162,6 +165,16 @@ impl EnvBuilder {
     /// ([`MemoryCgroup::of_self`]).
     pub fn memory_cgroup(mut self, cgroup: Option<MemoryCgroup>) -> Self {
         self.memory_cgroup = Some(cgroup);
+        self
+    }
+
+    /// A function that makes the process's allocator give the memory it holds freed back to
+    /// the kernel (for jemalloc: purge its arenas' unused pages). The budget calls it after
+    /// each commit or spill that finds the memory cgroup under pressure, once the cache has
+    /// shrunk (design.md §7.1): what the engine frees only lowers the cgroup's count once the
+    /// allocator returns it. Default: none.
+    pub fn release_memory(mut self, release: fn()) -> Self {
+        self.release_memory = Some(release);
         self
     }
 

@@ -80,7 +80,13 @@ impl Env {
             .memory_cgroup
             .clone()
             .unwrap_or_else(MemoryCgroup::of_self);
-        let budget = Budget::new(cache.clone(), cache_bytes as u64, memtable_bytes, cgroup);
+        let budget = Budget::new(
+            cache.clone(),
+            cache_bytes as u64,
+            memtable_bytes,
+            cgroup,
+            b.release_memory,
+        );
         let version = Version {
             generation: newest,
             tables,
