@@ -728,18 +728,19 @@ fn engine_memory_shows_each_figures_largest_over_the_batches() {
         "butter",
         &[(1, 90.0, 40.0), (1, 80.0, 30.0)],
     );
-    let figures = |cache: u64, level: u64| {
+    let figures = |cache: u64, level: u64, releases: u64| {
         vec![
             ("cache".to_string(), cache),
             ("pressure_level".to_string(), level),
+            ("releases".to_string(), releases),
         ]
     };
-    butter.batches[0].engine_memory = figures(6 << 20, 2);
-    butter.batches[1].engine_memory = figures(3 << 19, 0);
+    butter.batches[0].engine_memory = figures(6 << 20, 2, 1);
+    butter.batches[1].engine_memory = figures(3 << 19, 0, 3);
     let mut s = String::new();
     render_engine_memory(&mut s, &butter);
     assert!(
-        s.contains("`butter@btrfs`'s own memory accounting, the largest after any batch: cache 6.0 MiB, pressure_level 2"),
+        s.contains("`butter@btrfs`'s own memory accounting, the largest after any batch: cache 6.0 MiB, pressure_level 2, releases 3"),
         "{s}"
     );
     // The figures travel in the report's JSON.

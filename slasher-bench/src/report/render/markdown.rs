@@ -326,7 +326,8 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
 }
 
 /// One line on a row's own memory accounting, for a backend that keeps one: each figure's
-/// largest value after any batch, by the engine's names (bytes in MiB; levels as they are).
+/// largest value after any batch, by the engine's names (bytes in MiB; levels and counts, the
+/// names ending in `level` or `releases`, as they are).
 pub(crate) fn render_engine_memory(s: &mut String, r: &BackendResult) {
     let mut largest: Vec<(&str, u64)> = Vec::new();
     for (name, v) in r.batches.iter().flat_map(|b| &b.engine_memory) {
@@ -340,10 +341,12 @@ pub(crate) fn render_engine_memory(s: &mut String, r: &BackendResult) {
     }
     let figures: Vec<String> = largest
         .iter()
-        .map(|(name, v)| match name.ends_with("level") {
-            true => format!("{name} {v}"),
-            false => format!("{name} {:.1} MiB", *v as f64 / 1_048_576.0),
-        })
+        .map(
+            |(name, v)| match name.ends_with("level") || name.ends_with("releases") {
+                true => format!("{name} {v}"),
+                false => format!("{name} {:.1} MiB", *v as f64 / 1_048_576.0),
+            },
+        )
         .collect();
     let _ = writeln!(
         s,
