@@ -82,17 +82,21 @@ pub fn compact_committing_every(
 ) -> Result<Compacted> {
     // DIR is looked up once (`handle`) and read through its handle.
     crate::handle::through_handle(dir, |held| {
-        crate::plain::refuse_inside_real(&held.real, dir, dest)?;
         let source = Snapshot::open(&held.via)?;
-        compact_from(&source, dest, (bytes.max(1), entries.max(1)))
+        compact_from(&source, held, dest, (bytes.max(1), entries.max(1)))
     })
 }
 
-/// [`compact_committing_every`] of the open `source`, committing every `every` (bytes,
-/// entries).
-fn compact_from(source: &Snapshot, dest: &Path, every: (u64, u64)) -> Result<Compacted> {
+/// [`compact_committing_every`] of the open `source` (whose directory is `held`), committing
+/// every `every` (bytes, entries).
+fn compact_from(
+    source: &Snapshot,
+    held: &crate::handle::Held,
+    dest: &Path,
+    every: (u64, u64),
+) -> Result<Compacted> {
     let t = Instant::now();
-    let mut copy = NewCopy::create(dest)?;
+    let mut copy = NewCopy::create_outside(dest, held.fd())?;
     let scratch = copy.scratch_dir();
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -110,11 +114,12 @@ fn compact_from(source: &Snapshot, dest: &Path, every: (u64, u64)) -> Result<Com
         write_all(source, &env, every)?
     };
     let built = Snapshot::open(&scratch)?;
-    let gen_dir = copy.install(&built)?.generation_dir.clone();
+    copy.install(&built)?;
     drop(built);
     let copy_time = t.elapsed();
     let t = Instant::now();
-    let made = Snapshot::open_generation(&gen_dir)?;
+    // Read back through DEST's handle.
+    let made = copy.open_copied()?;
     let verified = made.verify()?;
     let compared = compare(source, &made)?;
     if compared != entries {

@@ -4,7 +4,7 @@
 //! path cannot swap in another database between two of the command's lookups
 //! (docs/reliability.md §4.1).
 
-use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use butter_db::admin::Snapshot;
@@ -15,11 +15,9 @@ use crate::{Result, ToolError};
 /// `dir`, open, and the path that reaches it through the handle.
 #[derive(Debug)]
 pub struct Held {
-    _fd: OwnedFd,
+    fd: OwnedFd,
     /// `/proc/self/fd/N/.`: the directory itself, whatever has happened to its name since.
     pub via: PathBuf,
-    /// The directory's path as the kernel gives it for the handle (text; nothing looked up).
-    pub real: PathBuf,
 }
 
 /// Opens `dir` once (a symlink given as the path is followed then, as the user meant it).
@@ -44,18 +42,33 @@ pub(crate) fn hold(dir: &Path) -> Result<Held> {
             });
         }
     };
-    let via = PathBuf::from(format!("/proc/self/fd/{}/.", fd.as_raw_fd()));
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|e| {
-        ToolError::StreamFile {
-            op: "resolve",
-            path: dir.into(),
-            source: e,
-        }
-    })?;
-    Ok(Held { _fd: fd, via, real })
+    Ok(Held::from_fd(fd))
 }
 
 impl Held {
+    /// A directory already open as `fd`.
+    pub(crate) fn from_fd(fd: OwnedFd) -> Held {
+        let via = PathBuf::from(format!("/proc/self/fd/{}/.", fd.as_raw_fd()));
+        Held { fd, via }
+    }
+
+    /// The handle.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The directory's identity.
+    ///
+    /// # Errors
+    /// [`ToolError::StreamFile`] if `fstat` fails.
+    pub fn id(&self) -> Result<butter_db::fs::FileId> {
+        butter_db::fs::FileId::of(self.fd()).map_err(|source| ToolError::StreamFile {
+            op: "fstat",
+            path: self.via.clone(),
+            source,
+        })
+    }
+
     /// `e` with the handle's path (`/proc/self/fd/N/.`) in an engine error replaced by `dir`,
     /// the path the user gave.
     pub fn name_as_given(&self, e: ToolError, dir: &Path) -> ToolError {

@@ -619,17 +619,45 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
     let [first, ..] = sources else {
         return Err(ToolError::BadSources("nothing to restore from".into()));
     };
-    let from_dir = first.as_os_str() != "-" && first.is_dir();
+    // Each source is looked up once: opened here, then read through what was opened (a
+    // directory through its handle, a stream file as `btrfs receive`'s standard input).
+    let open_source = |s: &PathBuf| -> Result<Option<(File, bool)>> {
+        if s.as_os_str() == "-" {
+            return Ok(None);
+        }
+        let io = |op: &'static str| {
+            move |e: rustix::io::Errno| ToolError::StreamFile {
+                op,
+                path: s.clone(),
+                source: e.into(),
+            }
+        };
+        let fd = rustix::fs::open(
+            s,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(io("open"))?;
+        let st = rustix::fs::fstat(&fd).map_err(io("fstat"))?;
+        let is_dir =
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+        Ok(Some((File::from(fd), is_dir)))
+    };
+    let mut opened = sources
+        .iter()
+        .map(open_source)
+        .collect::<Result<Vec<_>>>()?;
+    let from_dir = matches!(opened.first(), Some(Some((_, true))));
     if from_dir && sources.len() > 1 {
         return Err(ToolError::BadSources(
             "restore takes one database directory, or stream files".into(),
         ));
     }
-    // A source directory is looked up once (`handle`) and read through its handle.
-    let held = if from_dir {
-        Some(handle::hold(first)?)
-    } else {
-        None
+    let held = match opened.first_mut() {
+        Some(first @ Some((_, true))) => first
+            .take()
+            .map(|(dir, _)| handle::Held::from_fd(std::os::fd::OwnedFd::from(dir))),
+        _ => None,
     };
     let src = held.as_ref().map_or(first.as_path(), |h| h.via.as_path());
     let rebase = |e: butter_db::Error| match &held {
@@ -646,20 +674,15 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
             )));
         }
         Snapshot::open(src).map_err(rebase)?;
-    } else {
-        for s in sources.iter().filter(|s| s.as_os_str() != "-") {
-            if s.is_dir() {
-                return Err(ToolError::BadSources(format!(
-                    "{} is a directory among streams",
-                    s.display()
-                )));
-            }
-            File::open(s).map_err(|source| ToolError::StreamFile {
-                op: "open",
-                path: s.clone(),
-                source,
-            })?;
-        }
+    } else if let Some((s, _)) = sources
+        .iter()
+        .zip(&opened)
+        .find(|(_, o)| matches!(o, Some((_, true))))
+    {
+        return Err(ToolError::BadSources(format!(
+            "{} is a directory among streams",
+            s.display()
+        )));
     }
     if !from_dir && !effective_root() {
         return Err(ToolError::BadSources(
@@ -679,26 +702,18 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         let mut newest = None;
         // The generation each stream brought, which must grow from stream to stream.
         let mut last: Option<(u64, String)> = None;
-        for s in sources {
+        for (s, file) in sources.iter().zip(opened) {
             let before = copy.received()?;
             let left = "nothing was left in the destination";
-            if s.as_os_str() == "-" {
-                run_btrfs(
-                    "receive",
-                    &[received.as_os_str()],
-                    Stdio::inherit(),
-                    Stdio::null(),
-                    left,
-                )?;
-            } else {
-                run_btrfs(
-                    "receive",
-                    &["-f".as_ref(), s.as_os_str(), received.as_os_str()],
-                    Stdio::null(),
-                    Stdio::null(),
-                    left,
-                )?;
-            }
+            // A stream file is read from what was opened above (receive's standard input).
+            let input = file.map_or_else(Stdio::inherit, |(f, _)| Stdio::from(f));
+            run_btrfs(
+                "receive",
+                &[received.as_os_str()],
+                input,
+                Stdio::null(),
+                left,
+            )?;
             let after = copy.received()?;
             let name = if s.as_os_str() == "-" {
                 "standard input".to_string()

@@ -248,30 +248,6 @@ fn open_dir(path: &Path) -> Result<OwnedFd> {
     .map_err(|e| io_err("open directory", path, e))
 }
 
-/// Refuses a DEST that is the database directory or inside it; `db_real` is the database's real
-/// path (from its handle), `db` the path as given.
-pub(crate) fn refuse_inside_real(db_real: &Path, db: &Path, dest: &Path) -> Result<()> {
-    let parent = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let Ok(real_parent) = parent.canonicalize() else {
-        return Ok(()); // the parent is missing: creating DEST fails with that
-    };
-    let full = match dest.file_name() {
-        Some(n) => real_parent.join(n),
-        None => real_parent,
-    };
-    if full.starts_with(db_real) {
-        return Err(ToolError::PlainDestination(format!(
-            "cannot copy into {}: it is inside the database directory {}; nothing was changed",
-            dest.display(),
-            db.display()
-        )));
-    }
-    Ok(())
-}
-
 /// A destination directory being filled: the files this backup created, so that a failure
 /// removes those and nothing else.
 struct DestDir {
@@ -294,7 +270,10 @@ impl DestDir {
     /// caller and root can write it (they could swap DEST); an existing DEST is refused when
     /// they can write DEST itself. From then on everything goes through the handles, never the
     /// path again.
-    fn claim(path: &Path) -> Result<DestDir> {
+    /// Claims `path` for a copy of the database directory `source`: refused if it is that
+    /// directory or lies inside it (walking up from its parent's handle,
+    /// [`butter_db::fs::is_within`]), before anything is made.
+    fn claim(path: &Path, source: butter_db::fs::FileId) -> Result<DestDir> {
         use std::os::fd::{AsFd, AsRawFd};
         let Some((parent_path, name)) = crate::dumpload::parent_and_name(path) else {
             return Err(ToolError::PlainDestination(format!(
@@ -303,6 +282,18 @@ impl DestDir {
             )));
         };
         let parent = crate::dumpload::open_parent(parent_path)?;
+        let inside = || {
+            ToolError::PlainDestination(format!(
+                "cannot copy into {}: it is inside the database directory being copied; \
+                 nothing was changed",
+                path.display()
+            ))
+        };
+        if butter_db::fs::is_within(parent.as_fd(), source)
+            .map_err(|e| io_err("open", parent_path, e))?
+        {
+            return Err(inside());
+        }
         let created_dir = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
             Ok(()) => true,
             Err(rustix::io::Errno::EXIST) => false,
@@ -319,6 +310,9 @@ impl DestDir {
             }
             Err(e) => return Err(io_err("open directory", path, e)),
         };
+        if !created_dir && id == source {
+            return Err(inside());
+        }
         let dest = DestDir {
             path: path.into(),
             fd,
@@ -443,25 +437,20 @@ pub fn backup_plain(dir: &Path, target: &PlainTarget) -> Result<PlainBackup> {
     // DIR is looked up once (`crate::handle`): another user who can rename an entry on its
     // path cannot swap in another database (root's, say) between two lookups and have it
     // copied out.
-    crate::handle::through_handle(dir, |held| {
-        backup_plain_via(dir, &held.via, &held.real, target)
-    })
+    crate::handle::through_handle(dir, |held| backup_plain_via(dir, held, target))
 }
 
-/// [`backup_plain`] of DIR (`dir`, for messages) reached at `via` (through its handle), whose
-/// real path is `real`.
+/// [`backup_plain`] of DIR (`dir`, for messages), held.
 fn backup_plain_via(
     dir: &Path,
-    via: &Path,
-    real: &Path,
+    held: &crate::handle::Held,
     target: &PlainTarget,
 ) -> Result<PlainBackup> {
-    let snap = Snapshot::open(via)?;
+    let snap = Snapshot::open(&held.via)?;
     let t = Instant::now();
     match target {
         PlainTarget::Dir(dest) => {
-            refuse_inside_real(real, dir, dest)?;
-            let mut out = DestDir::claim(dest)?;
+            let mut out = DestDir::claim(dest, held.id()?)?;
             let manifest = write_dir(&snap, dir, &mut out)?;
             let copy_time = t.elapsed();
             let t = Instant::now();
@@ -727,29 +716,26 @@ impl<W: Write> Write for Counting<'_, W> {
 /// Where `restore --plain` reads.
 #[derive(Debug, Clone)]
 pub enum PlainSource {
-    /// A directory copy.
-    Dir(PathBuf),
-    /// A tar stream in a file.
-    TarFile(PathBuf),
+    /// A directory copy or a tar stream in a file, told apart by what opening the path gives
+    /// (the path is looked up once).
+    Path(PathBuf),
     /// A tar stream on standard input.
     Stdin,
 }
 
 impl PlainSource {
-    /// `-` is standard input, a directory a directory copy, anything else a tar file.
+    /// `-` is standard input, anything else a path.
     pub fn from_arg(arg: &Path) -> PlainSource {
         if arg.as_os_str() == "-" {
             PlainSource::Stdin
-        } else if arg.is_dir() {
-            PlainSource::Dir(arg.into())
         } else {
-            PlainSource::TarFile(arg.into())
+            PlainSource::Path(arg.into())
         }
     }
 
     fn describe(&self) -> String {
         match self {
-            PlainSource::Dir(p) | PlainSource::TarFile(p) => p.display().to_string(),
+            PlainSource::Path(p) => p.display().to_string(),
             PlainSource::Stdin => "standard input".into(),
         }
     }
@@ -769,9 +755,21 @@ pub fn restore_plain(source: &PlainSource, dest: &Path) -> Result<Restored> {
     let mut input: Option<Box<dyn Read>> = None;
     let mut src_dir = None;
     let mut listed = None;
-    match source {
-        PlainSource::Dir(dir) => {
-            let fd = open_dir(dir)?;
+    // A path is looked up once: whether it is a directory copy or a tar file is decided by
+    // what was opened.
+    let opened = match source {
+        PlainSource::Path(p) => {
+            let fd = rustix::fs::open(p, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .map_err(|e| io_err("open", p, e))?;
+            let st = rustix::fs::fstat(&fd).map_err(|e| io_err("fstat", p, e))?;
+            let is_dir =
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+            Some((p, fd, is_dir))
+        }
+        PlainSource::Stdin => None,
+    };
+    match opened {
+        Some((dir, fd, true)) => {
             let mut f = open_in(&fd, dir, COPY_MANIFEST).map_err(|e| match e {
                 ToolError::StreamFile { source, .. }
                     if source.kind() == std::io::ErrorKind::NotFound =>
@@ -788,11 +786,10 @@ pub fn restore_plain(source: &PlainSource, dest: &Path) -> Result<Restored> {
             listed = Some(CopyManifest::decode(&text, &source.describe())?);
             src_dir = Some((dir.clone(), fd));
         }
-        PlainSource::TarFile(p) => {
-            let f = File::open(p).map_err(|e| io_err("open", p, e))?;
-            input = Some(Box::new(BufReader::with_capacity(CHUNK, f)));
+        Some((_, fd, false)) => {
+            input = Some(Box::new(BufReader::with_capacity(CHUNK, File::from(fd))));
         }
-        PlainSource::Stdin => {
+        None => {
             input = Some(Box::new(BufReader::with_capacity(CHUNK, std::io::stdin())));
         }
     }
@@ -828,8 +825,8 @@ pub fn restore_plain(source: &PlainSource, dest: &Path) -> Result<Restored> {
             gen.source_identity
         )));
     }
-    let gen_dir = gen.generation_dir.clone();
-    let verified: Verified = Snapshot::open_generation(&gen_dir)?.verify()?;
+    // Read back through DEST's handle.
+    let verified: Verified = copy.verify()?;
     let info = copy.finish()?;
     Ok(Restored {
         copy: info,

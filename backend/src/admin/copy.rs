@@ -29,13 +29,13 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::error::{Error, Result};
-use crate::fs::{BtrfsFs, FileId, Fs};
+use crate::fs::{is_within, BtrfsFs, FileId, Fs};
 use crate::root::{self, gen_name, DbId, Kind, ID_FILE, ID_TMP_FILE};
 
 use super::held::{self, parent_and_name, rmdir_if_same, Held};
@@ -89,12 +89,13 @@ fn bad_dest(dest: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
-/// Opens `parent`, the directory a new `dest` is to be made in (the user's own path, followed
-/// as given); a missing one is a [`Error::BadDestination`] for `dest`.
+/// Opens `parent`, the directory that holds `dest` (the user's own path, followed as given),
+/// as a handle to look `dest` up in and make it in (`O_PATH`: no read permission needed); a
+/// missing one is a [`Error::BadDestination`] for `dest`.
 fn open_parent(parent: &Path, dest: &Path) -> Result<OwnedFd> {
     rustix::fs::open(
         parent,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| match e {
@@ -113,13 +114,51 @@ impl NewCopy {
     /// # Errors
     /// [`Error::BadDestination`], [`Error::SharedDirectory`], [`Error::NotBtrfs`], I/O.
     pub fn create(dest: &Path) -> Result<NewCopy> {
-        let (held, created) = match Held::open(dest) {
-            Ok(held) => (held, None),
+        NewCopy::claim(dest, None)
+    }
+
+    /// [`NewCopy::create`] for a copy of the database whose directory is open as `source`:
+    /// a `dest` that is that directory or lies inside it is refused
+    /// ([`Error::BadDestination`]) before anything is made. The test walks up from `dest`'s
+    /// handle (or its parent's) through `..` ([`crate::fs::is_within`]), so it looks up no
+    /// path a second time.
+    ///
+    /// # Errors
+    /// As [`NewCopy::create`].
+    pub fn create_outside(dest: &Path, source: BorrowedFd<'_>) -> Result<NewCopy> {
+        let source = FileId::of(source).map_err(|e| Error::io("fstat", dest, e))?;
+        NewCopy::claim(dest, Some(source))
+    }
+
+    fn claim(dest: &Path, outside: Option<FileId>) -> Result<NewCopy> {
+        let refuse_inside = |dir: BorrowedFd<'_>| match outside {
+            Some(source) if is_within(dir, source).map_err(|e| Error::io("open", dest, e))? => Err(
+                bad_dest(dest, "it is inside the database directory being copied"),
+            ),
+            _ => Ok(()),
+        };
+        // DEST's parent is looked up once, and DEST by its name in it (a path without a
+        // final name, `/` or `..`, is opened as it is).
+        let parent = match parent_and_name(dest) {
+            Some((parent_path, name)) => {
+                Some((open_parent(&parent_path, dest)?, parent_path, name))
+            }
+            None => None,
+        };
+        let opened = match &parent {
+            Some((fd, _, name)) => Held::open_at(fd.as_fd(), name, dest),
+            None => Held::open(dest),
+        };
+        let (held, created) = match opened {
+            Ok(held) => {
+                refuse_inside(held.fd())?;
+                (held, None)
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let Some((parent_path, name)) = parent_and_name(dest) else {
+                let Some((parent, parent_path, name)) = parent else {
                     return Err(bad_dest(dest, "it does not name a directory"));
                 };
-                let parent = open_parent(&parent_path, dest)?;
+                refuse_inside(parent.as_fd())?;
                 held::refuse_shared(parent.as_fd(), &parent_path)?;
                 rustix::fs::mkdirat(&parent, &name, Mode::from_raw_mode(DIR_MODE))
                     .map_err(|e| Error::io("create directory", dest, e.into()))?;
@@ -237,11 +276,19 @@ impl NewCopy {
     /// # Errors
     /// Nothing was copied yet ([`Error::BadDestination`]); as [`Snapshot::verify`].
     pub fn verify(&self) -> Result<Verified> {
+        self.open_copied()?.verify().map_err(|e| self.held.shown(e))
+    }
+
+    /// Opens the copied generation through the destination's handle. Its [`Snapshot::dir`]
+    /// is valid while this copy lives.
+    ///
+    /// # Errors
+    /// Nothing was copied yet ([`Error::BadDestination`]); as [`Snapshot::open_generation`].
+    pub fn open_copied(&self) -> Result<Snapshot> {
         let Some(info) = &self.installed else {
             return Err(bad_dest(self.dest(), "no generation was copied into it"));
         };
         Snapshot::open_generation(&self.held.via().join(gen_name(info.generation)))
-            .and_then(|s| s.verify())
             .map_err(|e| self.held.shown(e))
     }
 
@@ -506,42 +553,15 @@ pub fn backup(db: &Path, dest: &Path) -> Result<CopyInfo> {
 /// # Errors
 /// As [`backup`].
 pub fn prepare_backup(db: &Path, dest: &Path) -> Result<NewCopy> {
-    refuse_inside(db, dest)?;
     // The source is looked at before anything is made.
     Snapshot::open(db)?;
-    let mut copy = NewCopy::create(dest)?;
+    let source = rustix::fs::open(
+        db,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io("open", db, e.into()))?;
+    let mut copy = NewCopy::create_outside(dest, source.as_fd())?;
     copy.install_newest_of(db)?;
     Ok(copy)
-}
-
-/// Refuses a destination inside the database directory (or the directory itself).
-pub(crate) fn refuse_inside(db: &Path, dest: &Path) -> Result<()> {
-    let db_real = db.canonicalize().map_err(|e| Error::io("resolve", db, e))?;
-    // The destination may not exist yet: resolve its nearest existing ancestor.
-    let mut probe = dest.to_path_buf();
-    let mut rest = Vec::new();
-    let real = loop {
-        match probe.canonicalize() {
-            Ok(p) => break p,
-            Err(_) => match (probe.file_name(), probe.parent()) {
-                (Some(name), Some(parent)) => {
-                    rest.push(name.to_os_string());
-                    probe = if parent.as_os_str().is_empty() {
-                        PathBuf::from(".")
-                    } else {
-                        parent.to_path_buf()
-                    };
-                }
-                _ => return Err(bad_dest(dest, "its path does not resolve")),
-            },
-        }
-    };
-    let full = rest.iter().rev().fold(real, |p, n| p.join(n));
-    if full.starts_with(&db_real) {
-        return Err(bad_dest(
-            dest,
-            format!("it is inside the database directory {}", db.display()),
-        ));
-    }
-    Ok(())
 }

@@ -35,6 +35,28 @@ impl FileId {
     }
 }
 
+/// Whether the open directory `dir` is the directory `ancestor` or lies below it. Walks up
+/// from the handle through `..` to the root, comparing identities: no path is looked up, so
+/// a name swapped meanwhile changes nothing.
+///
+/// # Errors
+/// Opening a `..` or `fstat` failed.
+pub fn is_within(dir: BorrowedFd<'_>, ancestor: FileId) -> io::Result<bool> {
+    const UP: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+    let mut here = rustix::fs::openat(dir, ".", UP, Mode::empty())?;
+    loop {
+        let id = FileId::of(here.as_fd())?;
+        if id == ancestor {
+            return Ok(true);
+        }
+        let up = rustix::fs::openat(&here, "..", UP, Mode::empty())?;
+        if FileId::of(up.as_fd())? == id {
+            return Ok(false); // the root: its `..` is itself
+        }
+        here = up;
+    }
+}
+
 const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
     .union(OFlags::NOFOLLOW)

@@ -9,7 +9,7 @@ mod btrfs;
 mod faulty;
 mod ops;
 
-pub use at::{open_dir_at, open_dir_nofollow, replaced_error, FileId};
+pub use at::{is_within, open_dir_at, open_dir_nofollow, replaced_error, FileId};
 pub use btrfs::{BtrfsFs, Deletion};
 #[cfg(any(test, feature = "testing"))]
 pub use faulty::{FaultPlan, FaultTiming, FaultyFs};
