@@ -23,7 +23,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use rustix::ioctl::{
-    ioctl, CompileTimeOpcode, Getter, NoArg, NoneOpcode, ReadOpcode, Setter, WriteOpcode,
+    ioctl, CompileTimeOpcode, Getter, NoArg, NoneOpcode, ReadOpcode, ReadWriteOpcode, Setter,
+    Updater, WriteOpcode,
 };
 
 /// The ioctl type byte shared by all btrfs ioctls (`BTRFS_IOCTL_MAGIC`) and by `FICLONE`.
@@ -87,6 +88,47 @@ struct file_clone_range {
     dest_offset: u64,
 }
 
+/// `struct btrfs_ioctl_send_args` from `include/uapi/linux/btrfs.h`: the argument of
+/// `BTRFS_IOC_SEND`.
+#[allow(non_camel_case_types, reason = "named as in the kernel uapi header")]
+#[repr(C)]
+struct btrfs_ioctl_send_args {
+    /// `__s64 send_fd`: where the kernel writes the stream.
+    send_fd: i64,
+    /// `__u64 clone_sources_count`.
+    clone_sources_count: u64,
+    /// `__u64 __user *clone_sources`: root ids of subvolumes the stream may clone from.
+    clone_sources: *const u64,
+    /// `__u64 parent_root`: the root id the stream is a difference from, or 0 for a full one.
+    parent_root: u64,
+    /// `__u64 flags`: 0 (a stream with its header and end command).
+    flags: u64,
+    /// `__u32 version`: 0 is the kernel's default protocol (1).
+    version: u32,
+    /// `__u8 reserved[28]`, zero.
+    reserved: [u8; 28],
+}
+
+/// `struct btrfs_ioctl_ino_lookup_args` from `include/uapi/linux/btrfs.h`: the argument of
+/// `BTRFS_IOC_INO_LOOKUP`.
+#[allow(non_camel_case_types, reason = "named as in the kernel uapi header")]
+#[repr(C)]
+struct btrfs_ioctl_ino_lookup_args {
+    /// `__u64 treeid`: 0 asks for the tree (subvolume) of the descriptor's inode.
+    treeid: u64,
+    /// `__u64 objectid`: `BTRFS_FIRST_FREE_OBJECTID` asks for no path (no privilege needed).
+    objectid: u64,
+    /// `char name[BTRFS_INO_LOOKUP_PATH_MAX]`: the path the kernel writes (empty here).
+    name: [u8; 4080],
+}
+
+// include/uapi/linux/btrfs.h: `btrfs_ioctl_send_args` is 72 bytes with a 64-bit pointer, and
+// `btrfs_ioctl_ino_lookup_args` 4096.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(size_of::<btrfs_ioctl_send_args>() == 72);
+const _: () = assert!(std::mem::offset_of!(btrfs_ioctl_send_args, version) == 40);
+const _: () = assert!(size_of::<btrfs_ioctl_ino_lookup_args>() == 4096);
+
 // include/uapi/linux/fs.h: `struct file_clone_range` is four 64-bit fields, 32 bytes.
 const _: () = assert!(size_of::<file_clone_range>() == 32);
 
@@ -139,6 +181,8 @@ type SnapCreateV2 = WriteOpcode<BTRFS_IOCTL_MAGIC, 23, btrfs_ioctl_vol_args_v2>;
 type SubvolCreateV2 = WriteOpcode<BTRFS_IOCTL_MAGIC, 24, btrfs_ioctl_vol_args_v2>;
 type SnapDestroyV2 = WriteOpcode<BTRFS_IOCTL_MAGIC, 63, btrfs_ioctl_vol_args_v2>;
 type SubvolGetflags = ReadOpcode<BTRFS_IOCTL_MAGIC, 25, u64>;
+type InoLookup = ReadWriteOpcode<BTRFS_IOCTL_MAGIC, 18, btrfs_ioctl_ino_lookup_args>;
+type SendStream = WriteOpcode<BTRFS_IOCTL_MAGIC, 38, btrfs_ioctl_send_args>;
 type SubvolSetflags = WriteOpcode<BTRFS_IOCTL_MAGIC, 26, u64>;
 type BtrfsSync = NoneOpcode<BTRFS_IOCTL_MAGIC, 8, ()>;
 type StartSync = ReadOpcode<BTRFS_IOCTL_MAGIC, 24, u64>;
@@ -267,6 +311,48 @@ pub fn set_subvol_flags(root: BorrowedFd<'_>, flags: u64) -> io::Result<()> {
     // SAFETY: `root` is open for the whole call (borrowed); the request takes a pointer to a
     // u64, which the Setter holds; the kernel only reads it.
     unsafe { ioctl(root, Setter::<SubvolSetflags, u64>::new(flags)) }?;
+    Ok(())
+}
+
+/// The id of the subvolume (its root tree) that the open file or directory `fd` is in
+/// (`BTRFS_IOC_INO_LOOKUP` with tree 0 and no path asked: allowed without privilege).
+pub fn subvolume_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut args = btrfs_ioctl_ino_lookup_args {
+        treeid: 0,
+        objectid: BTRFS_SUBVOL_ROOT_INO,
+        name: [0; 4080],
+    };
+    // SAFETY: `fd` is open for the whole call (borrowed); the request takes a pointer to a
+    // `btrfs_ioctl_ino_lookup_args` (the size the opcode encodes), which the Updater borrows
+    // mutably for the call; it is fully initialised, and the kernel writes only within it.
+    unsafe { ioctl(fd, Updater::<InoLookup, _>::new(&mut args)) }?;
+    Ok(args.treeid)
+}
+
+/// `BTRFS_IOC_SEND`: writes the read-only subvolume open as `subvolume` to `out` as a send
+/// stream, the difference from the subvolume `parent` (a root id, [`subvolume_id`]) if given.
+/// Needs `CAP_SYS_ADMIN`. The kernel writes the whole stream before the call returns (on a
+/// pipe, it blocks while the pipe is full; a pipe without reader fails with `EPIPE`).
+pub fn send(subvolume: BorrowedFd<'_>, out: BorrowedFd<'_>, parent: Option<u64>) -> io::Result<()> {
+    let sources: [u64; 1] = [parent.unwrap_or(0)];
+    let args = btrfs_ioctl_send_args {
+        send_fd: i64::from(out.as_raw_fd()),
+        clone_sources_count: u64::from(parent.is_some()),
+        clone_sources: if parent.is_some() {
+            sources.as_ptr()
+        } else {
+            std::ptr::null()
+        },
+        parent_root: parent.unwrap_or(0),
+        flags: 0,
+        version: 0,
+        reserved: [0; 28],
+    };
+    // SAFETY: `subvolume` and `out` are open for the whole call (borrowed); the request takes a
+    // pointer to a `btrfs_ioctl_send_args` (the size the opcode encodes), which the Setter
+    // holds, fully initialised; its `clone_sources` is null with a count of 0, or points to
+    // `sources`, one u64 that lives until this function returns; the kernel only reads both.
+    unsafe { ioctl(subvolume, Setter::<SendStream, _>::new(args)) }?;
     Ok(())
 }
 
@@ -546,6 +632,9 @@ mod tests {
         check::<BtrfsSync>("BTRFS_IOC_SYNC", 0x0000_9408);
         check::<StartSync>("BTRFS_IOC_START_SYNC", 0x8008_9418);
         check::<WaitSync>("BTRFS_IOC_WAIT_SYNC", 0x4008_9416);
+        check::<InoLookup>("BTRFS_IOC_INO_LOOKUP", 0xD000_9412);
+        #[cfg(target_pointer_width = "64")]
+        check::<SendStream>("BTRFS_IOC_SEND", 0x4048_9426);
         // include/uapi/linux/fs.h
         check::<Ficlone>("FICLONE", 0x4004_9409);
         check::<FicloneRange>("FICLONERANGE", 0x4020_940D);

@@ -5,6 +5,7 @@
 //! The operator's guide, with every command's output on a real database: `docs/operator.md`.
 
 use std::fs::File;
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -384,7 +385,30 @@ pub fn backup(dir: &Path, dest: &Path, stream: Option<&StreamTarget>) -> Result<
             stream_dir = Some(StreamDir::open(file)?);
         }
         if let Some(prev) = &s.parent {
-            parent = Some(Snapshot::open(prev)?);
+            // PREV is looked up once and its generation opened through its handle.
+            parent = Some(handle::through_handle(prev, |h| {
+                let snap = Snapshot::open(&h.via)?;
+                let dir = rustix::fs::open(
+                    snap.dir(),
+                    rustix::fs::OFlags::RDONLY
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .map_err(|e| ToolError::StreamFile {
+                    op: "open",
+                    path: prev.clone(),
+                    source: e.into(),
+                })?;
+                let id = butter_db::fs::subvolume_id(dir.as_fd()).map_err(|source| {
+                    ToolError::StreamFile {
+                        op: "look up the subvolume of",
+                        path: prev.clone(),
+                        source,
+                    }
+                })?;
+                Ok((snap.generation(), id))
+            })?);
         }
     }
     let t = Instant::now();
@@ -403,24 +427,15 @@ pub fn backup(dir: &Path, dest: &Path, stream: Option<&StreamTarget>) -> Result<
         });
     }
     let t = Instant::now();
-    let Some(gen) = copy.generation_for_child() else {
-        return Err(ToolError::Engine(butter_db::Error::BadDestination {
-            path: dest.into(),
-            reason: "no generation was copied into it".into(),
-        }));
-    };
     // On an error the copy is dropped, which removes it through its handle.
-    let bytes = send(
-        &gen,
-        parent.as_ref().map(Snapshot::dir),
-        stream_dir.as_ref(),
-    )?;
+    let gen = copy.open_generation_dir()?;
+    let bytes = send(&gen, parent.map(|(_, id)| id), stream_dir.as_ref())?;
     let stream_time = t.elapsed();
     Ok(BackedUp {
         copy: copy.finish()?,
         copy_time,
         stream: Some((bytes, stream_time)),
-        parent_generation: parent.map(|p| p.generation()),
+        parent_generation: parent.map(|(generation, _)| generation),
     })
 }
 
@@ -559,26 +574,24 @@ impl StreamDir {
 
 /// `btrfs send [-p parent] gen` into the stream file (created) or standard output; returns
 /// the bytes written to a file (0 for standard output). A failed send removes the file.
-fn send(gen: &Path, parent: Option<&Path>, file: Option<&StreamDir>) -> Result<u64> {
-    let mut args: Vec<&std::ffi::OsStr> = vec!["-q".as_ref()];
-    if let Some(p) = parent {
-        args.extend(["-p".as_ref(), p.as_os_str()]);
-    }
-    args.push(gen.as_os_str());
+fn send(gen: &OwnedFd, parent: Option<u64>, file: Option<&StreamDir>) -> Result<u64> {
     let left = "the copy and the stream file were removed";
+    let failed = |e: std::io::Error| ToolError::Btrfs {
+        command: "send",
+        status: "the BTRFS_IOC_SEND ioctl failed".into(),
+        stderr: e.to_string(),
+        left,
+    };
     let Some(stream) = file else {
-        run_btrfs("send", &args, Stdio::null(), Stdio::inherit(), left)?;
-        return Ok(0);
+        let out = std::io::stdout();
+        let _lock = out.lock();
+        return butter_db::fs::send(gen.as_fd(), out.as_fd(), parent)
+            .map(|()| 0)
+            .map_err(failed);
     };
     let out = stream.create()?;
-    let sent = out
-        .try_clone()
-        .map_err(|source| ToolError::StreamFile {
-            op: "create",
-            path: stream.path.clone(),
-            source,
-        })
-        .and_then(|child_out| run_btrfs("send", &args, Stdio::null(), Stdio::from(child_out), left))
+    let sent = butter_db::fs::send(gen.as_fd(), out.as_fd(), parent)
+        .map_err(failed)
         .and_then(|()| {
             out.metadata().map_err(|source| ToolError::StreamFile {
                 op: "stat",

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::error::{Error, Result};
-use crate::fs::{is_within, BtrfsFs, FileId, Fs};
+use crate::fs::{is_within, open_dir_at, BtrfsFs, FileId, Fs};
 use crate::root::{self, gen_name, DbId, Kind, ID_FILE, ID_TMP_FILE};
 
 use super::held::{self, parent_and_name, rmdir_if_same, Held};
@@ -292,10 +292,18 @@ impl NewCopy {
             .map_err(|e| self.held.shown(e))
     }
 
-    /// The copied generation as another process reaches it ([`NewCopy::for_child`]).
-    pub fn generation_for_child(&self) -> Option<PathBuf> {
-        let info = self.installed.as_ref()?;
-        Some(self.held.for_child().join(gen_name(info.generation)))
+    /// The copied generation's subvolume, opened through the destination's handle (for
+    /// `butter_db::fs::send`).
+    ///
+    /// # Errors
+    /// Nothing was copied yet ([`Error::BadDestination`]); I/O.
+    pub fn open_generation_dir(&self) -> Result<OwnedFd> {
+        let Some(info) = &self.installed else {
+            return Err(bad_dest(self.dest(), "no generation was copied into it"));
+        };
+        let name = gen_name(info.generation);
+        open_dir_at(self.held.fd(), name.as_ref())
+            .map_err(|e| Error::io("open", self.held.path().join(&name), e))
     }
 
     /// Makes the copy's generation from the newest committed one of the database `db`, which a
