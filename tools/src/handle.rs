@@ -45,6 +45,24 @@ pub(crate) fn hold(dir: &Path) -> Result<Held> {
     Ok(Held::from_fd(fd))
 }
 
+/// Opens `path` once to read it, following a symlink given as the path, and says whether it
+/// is a directory. The open does not wait for a writer if the path is a FIFO (`O_NONBLOCK`,
+/// cleared once open, so that reads wait for data as usual).
+///
+/// # Errors
+/// `open`, `fstat` or `fcntl` failed.
+pub(crate) fn open_to_read(path: &Path) -> std::io::Result<(OwnedFd, bool)> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    rustix::fs::fcntl_setfl(&fd, rustix::fs::fcntl_getfl(&fd)? - OFlags::NONBLOCK)?;
+    let st = rustix::fs::fstat(&fd)?;
+    let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+    Ok((fd, is_dir))
+}
+
 impl Held {
     /// A directory already open as `fd`.
     pub(crate) fn from_fd(fd: OwnedFd) -> Held {

@@ -572,8 +572,10 @@ impl StreamDir {
     }
 }
 
-/// `btrfs send [-p parent] gen` into the stream file (created) or standard output; returns
-/// the bytes written to a file (0 for standard output). A failed send removes the file.
+/// Sends the generation open as `gen` (the difference from the subvolume `parent`, a root id,
+/// if given) as a `btrfs send` stream into the stream file (created) or standard output, with
+/// the kernel's `BTRFS_IOC_SEND`; returns the bytes written to a file (0 for standard output).
+/// A failed send removes the file.
 fn send(gen: &OwnedFd, parent: Option<u64>, file: Option<&StreamDir>) -> Result<u64> {
     let left = "the copy and the stream file were removed";
     let failed = |e: std::io::Error| ToolError::Btrfs {
@@ -638,22 +640,11 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         if s.as_os_str() == "-" {
             return Ok(None);
         }
-        let io = |op: &'static str| {
-            move |e: rustix::io::Errno| ToolError::StreamFile {
-                op,
-                path: s.clone(),
-                source: e.into(),
-            }
-        };
-        let fd = rustix::fs::open(
-            s,
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(io("open"))?;
-        let st = rustix::fs::fstat(&fd).map_err(io("fstat"))?;
-        let is_dir =
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+        let (fd, is_dir) = handle::open_to_read(s).map_err(|source| ToolError::StreamFile {
+            op: "open",
+            path: s.clone(),
+            source,
+        })?;
         Ok(Some((File::from(fd), is_dir)))
     };
     let mut opened = sources

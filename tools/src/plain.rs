@@ -759,11 +759,7 @@ pub fn restore_plain(source: &PlainSource, dest: &Path) -> Result<Restored> {
     // what was opened.
     let opened = match source {
         PlainSource::Path(p) => {
-            let fd = rustix::fs::open(p, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
-                .map_err(|e| io_err("open", p, e))?;
-            let st = rustix::fs::fstat(&fd).map_err(|e| io_err("fstat", p, e))?;
-            let is_dir =
-                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+            let (fd, is_dir) = crate::handle::open_to_read(p).map_err(|e| io_err("open", p, e))?;
             Some((p, fd, is_dir))
         }
         PlainSource::Stdin => None,

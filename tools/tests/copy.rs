@@ -495,3 +495,52 @@ fn compacting_copy_in_many_transactions() {
     assert_eq!(dump_all(&copy), dump_all(&db));
     assert_eq!(read_db(&copy), model_after(60));
 }
+
+/// A FIFO given (or planted) where `restore` and `restore --plain` expect a copy or a stream
+/// is opened without waiting for a writer: the restore fails at once on the empty input
+/// instead of hanging, and makes nothing.
+#[test]
+fn restore_from_a_fifo_nobody_writes_fails_instead_of_waiting() {
+    let Some(t) = btrfs_dir("butter_restore_fifo") else {
+        return;
+    };
+    let fifo = t.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let dest = t.join("restored");
+    for plain in [true, false] {
+        let mut args = vec!["restore"];
+        if plain {
+            args.push("--plain");
+        }
+        args.extend([path(&fifo), path(&dest)]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_butter"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run butter");
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!(
+                    "`butter {}` still waits on the FIFO after 30 s",
+                    args.join(" ")
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert!(!status.success(), "`butter {}` succeeded", args.join(" "));
+        assert!(
+            !dest.exists(),
+            "`butter {}` left {}",
+            args.join(" "),
+            dest.display()
+        );
+    }
+}
