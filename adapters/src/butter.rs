@@ -12,10 +12,10 @@
 //! ([`BUTTER_CACHE_MIB_VAR`], in MiB) does, since Lighthouse's slasher configuration has no
 //! setting for it. This module is the one place that reads the variable.
 //!
-//! Under memory pressure the engine asks the process's allocator to give freed memory back,
-//! through a function the program registers once with [`set_release_memory`] (the allocator
-//! is the process's, so the function is too); the replay registers one that purges jemalloc's
-//! arenas. Without one, nothing is asked.
+//! Under memory pressure the engine tells the process's allocator to give freed memory back at
+//! once, and when the pressure is gone that it may keep it again, through a function the
+//! program registers once with [`set_on_memory_pressure`] (the allocator is the process's, so
+//! the function is too); the replay registers one for jemalloc. Without one, nothing is said.
 //!
 //! The adapter keeps the engine's statistics about its commits ([`crate::stats`]): each
 //! commit's `butter_db::CommitInfo` is added to [`CommitStats`], which
@@ -33,15 +33,15 @@ use crate::error::Error;
 use crate::stats::{CommitPeaks, CommitTotals, EngineStats};
 use crate::tables::OpenDatabases;
 
-/// The process's release function (see the module documentation).
-static RELEASE_MEMORY: OnceLock<fn()> = OnceLock::new();
+/// The process's pressure function (see the module documentation).
+static ON_MEMORY_PRESSURE: OnceLock<fn(bool)> = OnceLock::new();
 
-/// Register `release`, which makes the process's allocator give the memory it holds freed
-/// back to the kernel, for every environment opened from now on
-/// (`butter_db::EnvBuilder::release_memory`). The first registration wins; it returns `false`
-/// if one was already made.
-pub fn set_release_memory(release: fn()) -> bool {
-    RELEASE_MEMORY.set(release).is_ok()
+/// Register `hook`, which tells the process's allocator to give freed memory back at once
+/// (`true`) or that it may keep it again (`false`), for every environment opened from now on
+/// (`butter_db::EnvBuilder::on_memory_pressure`). The first registration wins; it returns
+/// `false` if one was already made.
+pub fn set_on_memory_pressure(hook: fn(bool)) -> bool {
+    ON_MEMORY_PRESSURE.set(hook).is_ok()
 }
 
 /// A butter_db environment.
@@ -204,8 +204,8 @@ impl backend::Environment for Environment {
         if let Some(bytes) = cache_bytes {
             builder = builder.block_cache_bytes(bytes);
         }
-        if let Some(&release) = RELEASE_MEMORY.get() {
-            builder = builder.release_memory(release);
+        if let Some(&hook) = ON_MEMORY_PRESSURE.get() {
+            builder = builder.on_memory_pressure(hook);
         }
         let env = builder.open()?;
         Ok(Environment {

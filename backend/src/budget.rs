@@ -17,9 +17,11 @@
 //! - **Giving memory back.** What the engine frees stays in the process until its allocator
 //!   returns it to the kernel (jemalloc keeps freed pages for ten seconds by default), and the
 //!   cgroup counts it all the while. So at every look that finds the level above 0, after the
-//!   cache has shrunk, the budget calls the release function the process gave
-//!   ([`crate::EnvBuilder::release_memory`]), if any. The engine knows nothing of allocators:
-//!   the program that chose one supplies the function.
+//!   cache has shrunk, the budget calls the pressure function the process gave
+//!   ([`crate::EnvBuilder::on_memory_pressure`]) with `true`: give freed memory back now, and
+//!   from now on as it is freed. At the look that finds the level back at 0 it calls it once
+//!   with `false`: the allocator may keep freed memory again. The engine knows nothing of
+//!   allocators: the program that chose one supplies the function.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -63,7 +65,8 @@ pub struct MemoryUse {
     pub cgroup_anon_bytes: Option<u64>,
     /// See `cgroup_anon_bytes`.
     pub cgroup_limit_bytes: Option<u64>,
-    /// How many times the release function was called since the environment was opened.
+    /// How many times the pressure function was called with `true` (give memory back) since
+    /// the environment was opened.
     pub releases: u64,
 }
 
@@ -77,8 +80,9 @@ pub(crate) struct Budget {
     memtable_share: u64,
     /// The cgroup whose anonymous memory is watched (`None`: no pressure is ever seen).
     cgroup: Option<MemoryCgroup>,
-    /// Asks the process's allocator to give freed memory back (see the module documentation).
-    release: Option<fn()>,
+    /// Tells the process's allocator to give freed memory back, or that it may keep it again
+    /// (see the module documentation).
+    pressure_hook: Option<fn(bool)>,
     releases: AtomicU64,
     level: AtomicU32,
     peak_level: AtomicU32,
@@ -93,14 +97,14 @@ impl Budget {
         cache_share: u64,
         memtable_share: u64,
         cgroup: Option<MemoryCgroup>,
-        release: Option<fn()>,
+        pressure_hook: Option<fn(bool)>,
     ) -> Budget {
         let budget = Budget {
             cache,
             cache_share,
             memtable_share,
             cgroup,
-            release,
+            pressure_hook,
             releases: AtomicU64::new(0),
             level: AtomicU32::new(0),
             peak_level: AtomicU32::new(0),
@@ -144,19 +148,24 @@ impl Budget {
     }
 
     /// Look at the cgroup's anonymous memory, move the pressure level, set the cache's room,
-    /// and under pressure call the release function (called at every commit and every spill).
+    /// and call the pressure function (called at every commit and every spill).
     pub(crate) fn observe(&self) {
+        let before = self.level();
         if let Some((anon, limit)) = self.cgroup.as_ref().and_then(MemoryCgroup::anon_and_limit) {
             self.seen_anon.store(anon, Ordering::Relaxed);
             self.seen_limit.store(limit, Ordering::Relaxed);
-            let level = next_level(self.level(), anon, limit);
+            let level = next_level(before, anon, limit);
             self.level.store(level, Ordering::Relaxed);
             self.peak_level.fetch_max(level, Ordering::Relaxed);
         }
         self.set_cache_room();
-        if let Some(release) = self.release.filter(|_| self.level() > 0) {
-            release();
-            self.releases.fetch_add(1, Ordering::Relaxed);
+        if let Some(hook) = self.pressure_hook {
+            if self.level() > 0 {
+                hook(true);
+                self.releases.fetch_add(1, Ordering::Relaxed);
+            } else if before > 0 {
+                hook(false);
+            }
         }
     }
 

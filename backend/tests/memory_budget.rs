@@ -118,12 +118,14 @@ fn cache_indexes_and_transaction_stay_within_one_budget() {
 
 /// A v1 memory cgroup's files, as far as the engine reads them: a limit and the anonymous
 /// memory charged.
-/// Calls of [`count_release`], the release function of the pressure test's environment (the
-/// only one in this binary that has one).
+/// Calls of [`count_pressure`], the pressure function of the pressure test's environment (the
+/// only one in this binary that has one), with `true` and with `false`.
 static RELEASES: AtomicU64 = AtomicU64::new(0);
+static RELIEFS: AtomicU64 = AtomicU64::new(0);
 
-fn count_release() {
-    RELEASES.fetch_add(1, Ordering::Relaxed);
+fn count_pressure(under: bool) {
+    let count = if under { &RELEASES } else { &RELIEFS };
+    count.fetch_add(1, Ordering::Relaxed);
 }
 
 fn write_cgroup(dir: &Path, limit: u64, anon: u64) {
@@ -153,7 +155,7 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
         .block_cache_bytes(CACHE)
         .memtable_bytes(MEMTABLE)
         .memory_cgroup(Some(cgroup))
-        .release_memory(count_release)
+        .on_memory_pressure(count_pressure)
         .open()
         .unwrap();
     let t = env.create_table("t").unwrap();
@@ -161,8 +163,9 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
     fill(&env, t, keys);
     let calm = env.memory_use();
     assert_eq!(calm.pressure_level, 0);
-    assert_eq!(calm.releases, 0, "no release without pressure");
+    assert_eq!(calm.releases, 0, "no call without pressure");
     assert_eq!(RELEASES.load(Ordering::Relaxed), 0);
+    assert_eq!(RELIEFS.load(Ordering::Relaxed), 0);
     assert_eq!(calm.cgroup_limit_bytes, Some(limit));
     assert_eq!(calm.cgroup_anon_bytes, Some(10 << 20));
     assert_eq!(calm.memtable_budget_bytes, MEMTABLE);
@@ -206,10 +209,12 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
     }
     let relieved = env.memory_use();
     assert_eq!(relieved.pressure_level, 0);
-    // No release once the level is back at 0.
+    // The allocator was told once that the pressure is gone, and nothing more after.
+    assert_eq!(RELIEFS.load(Ordering::Relaxed), 1);
     touch(&env, t, 200);
     assert_eq!(env.memory_use().releases, relieved.releases);
     assert_eq!(RELEASES.load(Ordering::Relaxed), relieved.releases);
+    assert_eq!(RELIEFS.load(Ordering::Relaxed), 1);
     assert_eq!(relieved.memtable_budget_bytes, MEMTABLE);
     assert!(relieved.cache_room_bytes > 2 * squeezed.cache_room_bytes);
     // Nothing was lost on the way.

@@ -25,34 +25,49 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// butter_db's release function under jemalloc: make every arena give its unused pages back
-/// to the kernel now. jemalloc keeps freed pages for `dirty_decay_ms` (10 s by default) before
-/// it returns them, and a memory cgroup counts them all that time. An arena whose decay time
-/// is set to 0 purges all its unused pages at once (jemalloc 5.3, `pac_maybe_decay_purge`);
-/// each arena's time is then set back to what it was. (Setting it to the value it has only
-/// restarts the decay: nothing is purged.) Errors (an arena index not in use) are skipped:
-/// this only ever gives memory back.
+/// butter_db's pressure function under jemalloc ([`slasher_adapters::butter`]). jemalloc keeps
+/// freed pages for `dirty_decay_ms` (10 s by default) before it returns them, and a memory
+/// cgroup counts them all that time. Under pressure (`true`) every arena's decay times, and
+/// the default for arenas made later, are set to 0: an arena whose decay time is set to 0
+/// purges all its unused pages at once (jemalloc 5.3, `pac_maybe_decay_purge`) and from then on
+/// returns pages as they are freed. Once the pressure is gone (`false`) they are set back to
+/// the process's settings (`opt.dirty_decay_ms`, `opt.muzzy_decay_ms`: jemalloc's defaults, or
+/// what `_RJEM_MALLOC_CONF` says). Errors (an arena index not in use) are skipped: this only
+/// ever changes how soon memory is given back.
 #[cfg(all(feature = "jemalloc", feature = "butter"))]
-fn release_jemalloc_pages() {
+fn jemalloc_on_memory_pressure(under: bool) {
     use tikv_jemalloc_ctl::{arenas, Access, AsName};
     let Ok(count) = arenas::narenas::read() else {
         return;
     };
-    for key in [
-        &b"arena.0.dirty_decay_ms\0"[..],
-        &b"arena.0.muzzy_decay_ms\0"[..],
-    ] {
-        let Ok(mut mib) = key.name().mib::<[usize; 3]>() else {
+    let kinds = [
+        (
+            &b"opt.dirty_decay_ms\0"[..],
+            &b"arenas.dirty_decay_ms\0"[..],
+            &b"arena.0.dirty_decay_ms\0"[..],
+        ),
+        (
+            &b"opt.muzzy_decay_ms\0"[..],
+            &b"arenas.muzzy_decay_ms\0"[..],
+            &b"arena.0.muzzy_decay_ms\0"[..],
+        ),
+    ];
+    for (setting, default, each) in kinds {
+        let ms: isize = if under {
+            0
+        } else {
+            match Access::read(setting.name()) {
+                Ok(ms) => ms,
+                Err(_) => continue,
+            }
+        };
+        let _: Result<(), _> = Access::<isize>::write(default.name(), ms);
+        let Ok(mut mib) = each.name().mib::<[usize; 3]>() else {
             continue;
         };
         for arena in 0..count as usize {
             mib[1] = arena;
-            let decay: Result<isize, _> = Access::read(&mib);
-            if let Ok(ms) = decay {
-                if Access::<isize>::write(&mib, 0).is_ok() && ms != 0 {
-                    let _: Result<(), _> = Access::<isize>::write(&mib, ms);
-                }
-            }
+            let _: Result<(), _> = Access::<isize>::write(&mib, ms);
         }
     }
 }
@@ -375,7 +390,7 @@ fn main() -> ExitCode {
         log::set_max_level(log::LevelFilter::Warn);
     }
     #[cfg(all(feature = "jemalloc", feature = "butter"))]
-    slasher_adapters::butter::set_release_memory(release_jemalloc_pages);
+    slasher_adapters::butter::set_on_memory_pressure(jemalloc_on_memory_pressure);
     let cli = Cli::parse();
     let backtrace = slasher_bench::errors::backtrace_wanted(cli.backtrace);
     // anyhow captures a backtrace when RUST_LIB_BACKTRACE (else RUST_BACKTRACE) asks; ask for
@@ -412,6 +427,8 @@ fn main() -> ExitCode {
 
 #[cfg(all(test, feature = "jemalloc", feature = "butter"))]
 mod tests {
+    use tikv_jemalloc_ctl::{Access, AsName};
+
     /// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`).
     fn resident_bytes() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -423,10 +440,19 @@ mod tests {
         kib << 10
     }
 
+    fn decay(name: &[u8]) -> isize {
+        Access::read(name.name()).unwrap()
+    }
+
     #[test]
-    fn release_gives_freed_pages_back_to_the_kernel() {
+    fn pressure_gives_freed_pages_back_and_relief_restores_the_settings() {
         const MIB: usize = 1 << 20;
         const KEPT: u64 = 32 << 20;
+        let setting = decay(b"opt.dirty_decay_ms\0");
+        assert_ne!(
+            setting, 0,
+            "jemalloc already returns pages at once: nothing to show"
+        );
         let before = resident_bytes();
         // 64 MiB in 1 MiB blocks, every page written, then freed: jemalloc keeps the pages.
         let blocks: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8 | 1; MIB]).collect();
@@ -437,11 +463,20 @@ mod tests {
             "jemalloc gave the pages back by itself (resident {before} bytes, {freed} after \
              the free), so this test would show nothing"
         );
-        super::release_jemalloc_pages();
+        super::jemalloc_on_memory_pressure(true);
         let released = resident_bytes();
         assert!(
             released + KEPT <= freed,
-            "resident {freed} bytes before the release, {released} after"
+            "resident {freed} bytes before the pressure call, {released} after"
+        );
+        assert_eq!(decay(b"arena.0.dirty_decay_ms\0"), 0);
+        assert_eq!(decay(b"arenas.dirty_decay_ms\0"), 0);
+        super::jemalloc_on_memory_pressure(false);
+        assert_eq!(decay(b"arena.0.dirty_decay_ms\0"), setting);
+        assert_eq!(decay(b"arenas.dirty_decay_ms\0"), setting);
+        assert_eq!(
+            decay(b"arena.0.muzzy_decay_ms\0"),
+            decay(b"opt.muzzy_decay_ms\0")
         );
     }
 }

@@ -109,8 +109,8 @@ pub struct EnvBuilder {
     merge_sizes: (u64, u64),
     /// The memory cgroup whose pressure the budget watches; `None` inside: this process's.
     memory_cgroup: Option<Option<MemoryCgroup>>,
-    /// See [`EnvBuilder::release_memory`].
-    release_memory: Option<fn()>,
+    /// See [`EnvBuilder::on_memory_pressure`].
+    memory_pressure: Option<fn(bool)>,
     fs: Arc<dyn Fs>,
 }
 
@@ -125,7 +125,7 @@ impl EnvBuilder {
             group_access: false,
             merge_sizes: (policy::PARTITION_BYTES, policy::DRAIN_JOB_BYTES),
             memory_cgroup: None,
-            release_memory: None,
+            memory_pressure: None,
             fs: Arc::new(BtrfsFs),
         }
     }
@@ -168,13 +168,15 @@ impl EnvBuilder {
         self
     }
 
-    /// A function that makes the process's allocator give the memory it holds freed back to
-    /// the kernel (for jemalloc: purge its arenas' unused pages). The budget calls it after
-    /// each commit or spill that finds the memory cgroup under pressure, once the cache has
-    /// shrunk (design.md §7.1): what the engine frees only lowers the cgroup's count once the
-    /// allocator returns it. Default: none.
-    pub fn release_memory(mut self, release: fn()) -> Self {
-        self.release_memory = Some(release);
+    /// A function that tells the process's allocator whether to give freed memory back to the
+    /// kernel at once (`true`; for jemalloc: purge its arenas and set their decay times to 0)
+    /// or that it may keep it again (`false`: the allocator's own settings). The budget calls
+    /// it with `true` after each commit or spill that finds the memory cgroup under pressure,
+    /// once the cache has shrunk, and with `false` once the pressure is gone (design.md §7.1):
+    /// what the engine frees only lowers the cgroup's count once the allocator returns it.
+    /// Default: none.
+    pub fn on_memory_pressure(mut self, hook: fn(bool)) -> Self {
+        self.memory_pressure = Some(hook);
         self
     }
 

@@ -85,7 +85,7 @@ impl Env {
             cache_bytes as u64,
             memtable_bytes,
             cgroup,
-            b.release_memory,
+            b.memory_pressure,
         );
         let version = Version {
             generation: newest,
