@@ -16,14 +16,16 @@
 //!   sooner. Without a cgroup limit (or where it cannot be read) the level stays 0.
 //! - **Giving memory back.** What the engine frees stays in the process until its allocator
 //!   returns it to the kernel (jemalloc keeps freed pages for ten seconds by default), and the
-//!   cgroup counts it all the while. So at every look that finds the level above 0, after the
-//!   cache has shrunk, the budget calls the pressure function the process gave
-//!   ([`crate::EnvBuilder::on_memory_pressure`]) with `true`: give freed memory back now, and
-//!   from now on as it is freed. At the look that finds the level back at 0 it calls it once
-//!   with `false`: the allocator may keep freed memory again. The engine knows nothing of
-//!   allocators: the program that chose one supplies the function.
+//!   cgroup counts it all the while. So at every look that finds the cgroup's anonymous memory
+//!   above half its limit, after the cache's room is set, the budget calls the pressure
+//!   function the process gave ([`crate::EnvBuilder::on_memory_pressure`]) with `true`: give
+//!   freed memory back now, and from now on as it is freed. At the first look at half or less
+//!   it calls it once with `false`: the allocator may keep freed memory again. This starts
+//!   below the level's three quarters because memory can climb from half the limit to all of
+//!   it inside one transaction, between two looks. The engine knows nothing of allocators: the
+//!   program that chose one supplies the function.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::memory::MemoryCgroup;
@@ -68,6 +70,8 @@ pub struct MemoryUse {
     /// How many times the pressure function was called with `true` (give memory back) since
     /// the environment was opened.
     pub releases: u64,
+    /// Whether the allocator was last told to give memory back (`true` was the last call).
+    pub releasing: bool,
 }
 
 /// See the module documentation.
@@ -84,6 +88,7 @@ pub(crate) struct Budget {
     /// (see the module documentation).
     pressure_hook: Option<fn(bool)>,
     releases: AtomicU64,
+    releasing: AtomicBool,
     level: AtomicU32,
     peak_level: AtomicU32,
     memtable_bytes: AtomicU64,
@@ -106,6 +111,7 @@ impl Budget {
             cgroup,
             pressure_hook,
             releases: AtomicU64::new(0),
+            releasing: AtomicBool::new(false),
             level: AtomicU32::new(0),
             peak_level: AtomicU32::new(0),
             memtable_bytes: AtomicU64::new(0),
@@ -150,20 +156,22 @@ impl Budget {
     /// Look at the cgroup's anonymous memory, move the pressure level, set the cache's room,
     /// and call the pressure function (called at every commit and every spill).
     pub(crate) fn observe(&self) {
-        let before = self.level();
+        let mut release = false;
         if let Some((anon, limit)) = self.cgroup.as_ref().and_then(MemoryCgroup::anon_and_limit) {
             self.seen_anon.store(anon, Ordering::Relaxed);
             self.seen_limit.store(limit, Ordering::Relaxed);
-            let level = next_level(before, anon, limit);
+            let level = next_level(self.level(), anon, limit);
             self.level.store(level, Ordering::Relaxed);
             self.peak_level.fetch_max(level, Ordering::Relaxed);
+            release = anon > limit / 2;
         }
         self.set_cache_room();
         if let Some(hook) = self.pressure_hook {
-            if self.level() > 0 {
+            let was = self.releasing.swap(release, Ordering::Relaxed);
+            if release {
                 hook(true);
                 self.releases.fetch_add(1, Ordering::Relaxed);
-            } else if before > 0 {
+            } else if was {
                 hook(false);
             }
         }
@@ -197,6 +205,7 @@ impl Budget {
             cgroup_anon_bytes: seen(&self.seen_limit).and(seen(&self.seen_anon)),
             cgroup_limit_bytes: seen(&self.seen_limit),
             releases: self.releases.load(Ordering::Relaxed),
+            releasing: self.releasing.load(Ordering::Relaxed),
         }
     }
 }

@@ -170,6 +170,18 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
     assert_eq!(calm.cgroup_anon_bytes, Some(10 << 20));
     assert_eq!(calm.memtable_budget_bytes, MEMTABLE);
 
+    // At 60 %, between half and three quarters: the level holds at 0, but the allocator is
+    // told to give memory back (memory can climb the rest inside one transaction).
+    write_cgroup(&cg_dir, limit, 60 << 20);
+    touch(&env, t, 0);
+    let m = env.memory_use();
+    assert_eq!(
+        (m.pressure_level, m.releases, m.releasing),
+        (0, 1, true),
+        "{m:?}"
+    );
+    assert_eq!(RELIEFS.load(Ordering::Relaxed), 0);
+
     // Anonymous memory at 90 % of the limit: each commit raises the level by one.
     write_cgroup(&cg_dir, limit, 90 << 20);
     for level in 1..=MAX_LEVEL + 1 {
@@ -183,7 +195,7 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
         );
         assert!(m.cache_bytes <= m.cache_room_bytes, "{m:?}");
         // Each commit under pressure asked the allocator to give freed memory back.
-        assert_eq!(m.releases, u64::from(level), "{m:?}");
+        assert_eq!(m.releases, 1 + u64::from(level), "{m:?}");
         assert_eq!(RELEASES.load(Ordering::Relaxed), m.releases);
     }
     let squeezed = env.memory_use();
@@ -211,6 +223,7 @@ fn pressure_shrinks_the_cache_then_the_transactions_share_and_relief_restores_th
     assert_eq!(relieved.pressure_level, 0);
     // The allocator was told once that the pressure is gone, and nothing more after.
     assert_eq!(RELIEFS.load(Ordering::Relaxed), 1);
+    assert!(!relieved.releasing);
     touch(&env, t, 200);
     assert_eq!(env.memory_use().releases, relieved.releases);
     assert_eq!(RELEASES.load(Ordering::Relaxed), relieved.releases);

@@ -171,10 +171,10 @@ impl EnvBuilder {
     /// A function that tells the process's allocator whether to give freed memory back to the
     /// kernel at once (`true`; for jemalloc: purge its arenas and set their decay times to 0)
     /// or that it may keep it again (`false`: the allocator's own settings). The budget calls
-    /// it with `true` after each commit or spill that finds the memory cgroup under pressure,
-    /// once the cache has shrunk, and with `false` once the pressure is gone (design.md §7.1):
-    /// what the engine frees only lowers the cgroup's count once the allocator returns it.
-    /// Default: none.
+    /// it with `true` after each commit or spill that finds the memory cgroup's anonymous
+    /// memory above half its limit, once the cache's room is set, and with `false` at the first
+    /// that finds it at half or less (design.md §7.1): what the engine frees only lowers the
+    /// cgroup's count once the allocator returns it. Default: none.
     pub fn on_memory_pressure(mut self, hook: fn(bool)) -> Self {
         self.memory_pressure = Some(hook);
         self
