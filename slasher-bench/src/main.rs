@@ -429,15 +429,9 @@ fn main() -> ExitCode {
 mod tests {
     use tikv_jemalloc_ctl::{Access, AsName};
 
-    /// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`).
+    /// This process's resident memory in bytes (`VmRSS`).
     fn resident_bytes() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .expect("VmRSS in /proc/self/status");
-        kib << 10
+        slasher_bench::system::measure::current_rss_bytes().expect("VmRSS in /proc/self/status")
     }
 
     fn decay(name: &[u8]) -> isize {

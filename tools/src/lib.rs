@@ -388,17 +388,12 @@ pub fn backup(dir: &Path, dest: &Path, stream: Option<&StreamTarget>) -> Result<
             // PREV is looked up once and its generation opened through its handle.
             parent = Some(handle::through_handle(prev, |h| {
                 let snap = Snapshot::open(&h.via)?;
-                let dir = rustix::fs::open(
-                    snap.dir(),
-                    rustix::fs::OFlags::RDONLY
-                        | rustix::fs::OFlags::DIRECTORY
-                        | rustix::fs::OFlags::CLOEXEC,
-                    rustix::fs::Mode::empty(),
-                )
-                .map_err(|e| ToolError::StreamFile {
-                    op: "open",
-                    path: prev.clone(),
-                    source: e.into(),
+                let dir = butter_db::fs::open_dir_nofollow(snap.dir()).map_err(|source| {
+                    ToolError::StreamFile {
+                        op: "open",
+                        path: prev.clone(),
+                        source,
+                    }
                 })?;
                 let id = butter_db::fs::subvolume_id(dir.as_fd()).map_err(|source| {
                     ToolError::StreamFile {
@@ -636,16 +631,16 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
     };
     // Each source is looked up once: opened here, then read through what was opened (a
     // directory through its handle, a stream file as `btrfs receive`'s standard input).
-    let open_source = |s: &PathBuf| -> Result<Option<(File, bool)>> {
+    let open_source = |s: &PathBuf| -> Result<Option<(OwnedFd, bool)>> {
         if s.as_os_str() == "-" {
             return Ok(None);
         }
-        let (fd, is_dir) = handle::open_to_read(s).map_err(|source| ToolError::StreamFile {
+        let opened = handle::open_to_read(s).map_err(|source| ToolError::StreamFile {
             op: "open",
             path: s.clone(),
             source,
         })?;
-        Ok(Some((File::from(fd), is_dir)))
+        Ok(Some(opened))
     };
     let mut opened = sources
         .iter()
@@ -658,9 +653,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         ));
     }
     let held = match opened.first_mut() {
-        Some(first @ Some((_, true))) => first
-            .take()
-            .map(|(dir, _)| handle::Held::from_fd(std::os::fd::OwnedFd::from(dir))),
+        Some(first @ Some((_, true))) => first.take().map(|(dir, _)| handle::Held::from_fd(dir)),
         _ => None,
     };
     let src = held.as_ref().map_or(first.as_path(), |h| h.via.as_path());
