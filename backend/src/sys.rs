@@ -1,4 +1,5 @@
-//! Raw btrfs and VFS ioctls, and `statfs`: the only unsafe code in the crate.
+//! Raw btrfs and VFS ioctls, `statfs`, and a child's private mount namespace: the only unsafe
+//! code in the crate.
 //!
 //! Every function here is a safe wrapper: it takes borrowed file descriptors (which are open for
 //! the duration of the call by construction) and validated names, and returns `io::Result`.
@@ -356,6 +357,80 @@ pub fn send(subvolume: BorrowedFd<'_>, out: BorrowedFd<'_>, parent: Option<u64>)
     Ok(())
 }
 
+/// Where [`output_in_private_mount`] shows the directory to its child: a name in a tmpfs of
+/// the child's own, on `/tmp` of the child's own mount namespace. No other process can see it,
+/// nor rename or replace any component of the path.
+pub const PRIVATE_MOUNT: &str = "/tmp/butter-mount";
+
+/// Runs `cmd` to completion, as [`Command::output`] does, with the open directory `dir` mounted
+/// at [`PRIVATE_MOUNT`] in a mount namespace of the child's own, so that a program that works
+/// by path (`btrfs receive`) can be given a path nobody else can redirect.
+///
+/// This process first clones `dir` as a detached mount (`open_tree(OPEN_TREE_CLONE)` on the
+/// handle: no path is looked up). Between fork and exec the child then:
+/// 1. enters a new mount namespace (`unshare(CLONE_NEWNS)`);
+/// 2. makes every mount in it private, so that nothing it mounts reaches the caller's namespace;
+/// 3. mounts a new tmpfs (mode 0700) on `/tmp` and makes `butter-mount` in it;
+/// 4. attaches the detached mount there (`move_mount`). A plain bind mount of `dir` would be
+///    refused (`EINVAL`): `dir` is on a mount of the namespace the child has just left.
+///
+/// The mounts end with the child. Needs `CAP_SYS_ADMIN` (`EPERM` without it).
+///
+/// [`Command::output`]: std::process::Command::output
+pub fn output_in_private_mount(
+    cmd: &mut std::process::Command,
+    dir: BorrowedFd<'_>,
+) -> io::Result<std::process::Output> {
+    use rustix::fs::{mkdir, Mode, CWD};
+    use rustix::mount::{
+        mount, mount_change, move_mount, open_tree, MountFlags, MountPropagationFlags,
+        MoveMountFlags, OpenTreeFlags,
+    };
+    use rustix::thread::{unshare, UnshareFlags};
+    use std::os::unix::process::CommandExt;
+    let tree = open_tree(
+        dir,
+        c"",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_EMPTY_PATH,
+    )?;
+    let tree_fd = tree.as_raw_fd();
+    let setup = move || -> io::Result<()> {
+        // SAFETY: `tree_fd` is `tree`, which this function holds open until the child has
+        // exited; the child runs this before exec, so its copy of the descriptor is open too.
+        let tree = unsafe { BorrowedFd::borrow_raw(tree_fd) };
+        unshare(UnshareFlags::NEWNS)?;
+        mount_change(
+            c"/",
+            MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+        )?;
+        let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        mount(c"tmpfs", c"/tmp", c"tmpfs", flags, c"mode=0700")?;
+        mkdir(PRIVATE_MOUNT_C, Mode::RWXU)?;
+        move_mount(
+            tree,
+            c"",
+            CWD,
+            PRIVATE_MOUNT_C,
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        )?;
+        Ok(())
+    };
+    // SAFETY: `pre_exec` runs `setup` in the forked child before exec, where only
+    // async-signal-safe work is allowed. `setup` only makes system calls (unshare, mount,
+    // mkdir, move_mount) through rustix with static C strings and a descriptor number; it
+    // allocates nothing, takes no lock and touches no state shared with the parent's other
+    // threads.
+    unsafe { cmd.pre_exec(setup) };
+    let out = cmd.output();
+    drop(tree);
+    out
+}
+
+/// [`PRIVATE_MOUNT`] as the system calls take it.
+const PRIVATE_MOUNT_C: &std::ffi::CStr = c"/tmp/butter-mount";
+
 /// `BTRFS_IOC_SYNC`: writes back all dirty data and commits the filesystem that `fd` is on.
 pub fn sync(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: `fd` is open for the whole call (borrowed); the request takes no argument.
@@ -649,6 +724,11 @@ mod tests {
             check::<FsIocGetflags>("FS_IOC_GETFLAGS", 0x8004_6601);
             check::<FsIocSetflags>("FS_IOC_SETFLAGS", 0x4004_6602);
         }
+    }
+
+    #[test]
+    fn the_private_mount_point_is_one_path() {
+        assert_eq!(PRIVATE_MOUNT_C.to_str().unwrap(), PRIVATE_MOUNT);
     }
 
     /// A merge thread's nice value is its own: the thread that spawned it keeps its own.

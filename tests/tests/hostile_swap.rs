@@ -754,7 +754,7 @@ fn run_tier(test: &str, user: Option<u32>) {
         for d in &f.damaged {
             println!("    {d}");
         }
-        lines.push((line, f));
+        lines.push((line, f, case.name.clone()));
     }
     drop(canary);
     println!(
@@ -764,8 +764,8 @@ fn run_tier(test: &str, user: Option<u32>) {
     );
     let damaged: Vec<&String> = lines
         .iter()
-        .filter(|(_, f)| !f.damaged.is_empty())
-        .map(|(l, _)| l)
+        .filter(|(_, f, _)| !f.damaged.is_empty())
+        .map(|(l, _, _)| l)
         .collect();
     assert!(
         damaged.is_empty(),
@@ -781,13 +781,32 @@ fn run_tier(test: &str, user: Option<u32>) {
         // error path only).
         let failed: Vec<&String> = lines
             .iter()
-            .filter(|(_, f)| !f.first_ok || f.calls == 0)
-            .map(|(l, _)| l)
+            .filter(|(_, f, _)| !f.first_ok || f.calls == 0)
+            .map(|(l, _, _)| l)
             .collect();
         assert!(
             failed.is_empty(),
             "commands whose run without a swap failed, or never looked a path up through the \
              shared directory (the tier would test nothing there):\n{failed:?}"
+        );
+        // No command looks a path up a second time. The one allowance: `backup --stream` is
+        // given two paths in the same directory (the stream file and DEST), each looked up
+        // once, so that directory is looked up twice (docs/reliability.md §4.1).
+        let second_lookups: Vec<&String> = lines
+            .iter()
+            .filter(|(_, f, name)| {
+                f.points > usize::from(name.as_str() == "butter backup --stream")
+            })
+            .map(|(l, _, _)| l)
+            .collect();
+        assert!(
+            second_lookups.is_empty(),
+            "commands that looked a path in the shared directory up again after resolving it:\n{}",
+            second_lookups
+                .iter()
+                .map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
 }

@@ -445,25 +445,31 @@ fn last_line(stderr: &[u8]) -> String {
         .to_string()
 }
 
-/// Runs `btrfs` with `args`, stdin and stdout as given; its stderr is kept for the error.
-fn run_btrfs(
-    command: &'static str,
-    args: &[&std::ffi::OsStr],
-    stdin: Stdio,
-    stdout: Stdio,
+/// Runs `btrfs receive` on the stream `input` into the open subvolume `into`, which the child
+/// sees bind-mounted at [`butter_db::fs::PRIVATE_MOUNT`] in a mount namespace of its own:
+/// `btrfs receive` works by path (it resolves its argument with `realpath` and makes every file
+/// by its full path), and there no component of any path it uses can be renamed or replaced by
+/// another user. Its stderr is kept for the error.
+fn receive_stream(
+    into: std::os::fd::BorrowedFd<'_>,
+    input: Stdio,
     left: &'static str,
 ) -> Result<()> {
-    let out = Command::new("btrfs")
-        .arg(command)
-        .args(args)
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| ToolError::Btrfs {
-            command,
+    const COMMAND: &str = "receive";
+    let mut cmd = Command::new("btrfs");
+    cmd.arg(COMMAND)
+        .arg(butter_db::fs::PRIVATE_MOUNT)
+        .stdin(input)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let out =
+        butter_db::fs::output_in_private_mount(&mut cmd, into).map_err(|e| ToolError::Btrfs {
+            command: COMMAND,
             status: "did not start".into(),
-            stderr: format!("{e} (is btrfs-progs installed?)"),
+            stderr: format!(
+            "{e} (is btrfs-progs installed? btrfs receive runs in a mount namespace of its own, \
+             which needs CAP_SYS_ADMIN)"
+        ),
             left,
         })?;
     // btrfs receive run without privilege prints "Operation not permitted" (an ERROR line)
@@ -473,10 +479,18 @@ fn run_btrfs(
     {
         return Ok(());
     }
+    let mut stderr = last_line(&out.stderr);
+    if said.contains("not reachable") {
+        stderr.push_str(
+            " (another subvolume received from the same stream is elsewhere on this filesystem, \
+             and btrfs receive took it for the parent: a restore killed before it finished \
+             leaves one in DEST/butter.receive; `butter remove` that DEST)",
+        );
+    }
     Err(ToolError::Btrfs {
-        command,
+        command: COMMAND,
         status: out.status.to_string(),
-        stderr: last_line(&out.stderr),
+        stderr,
         left,
     })
 }
@@ -695,7 +709,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
     if from_dir {
         copy.install_newest_of(src).map_err(rebase)?;
     } else {
-        let received = copy.receive_dir()?;
+        let received = copy.receive_subvolume()?;
         let mut newest = None;
         // The generation each stream brought, which must grow from stream to stream.
         let mut last: Option<(u64, String)> = None;
@@ -704,13 +718,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
             let left = "nothing was left in the destination";
             // A stream file is read from what was opened above (receive's standard input).
             let input = file.map_or_else(Stdio::inherit, |(f, _)| Stdio::from(f));
-            run_btrfs(
-                "receive",
-                &[received.as_os_str()],
-                input,
-                Stdio::null(),
-                left,
-            )?;
+            receive_stream(received.as_fd(), input, left)?;
             let after = copy.received()?;
             let name = if s.as_os_str() == "-" {
                 "standard input".to_string()

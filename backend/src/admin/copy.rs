@@ -229,19 +229,32 @@ impl NewCopy {
         self.held.for_child()
     }
 
-    /// Creates `DEST/butter.receive/` for `btrfs receive` and returns it as
-    /// [`NewCopy::for_child`] gives it.
+    /// Creates `DEST/butter.receive`, a subvolume of its own, for `btrfs receive` (or finds
+    /// the one an earlier stream of this restore made) and returns it opened. `btrfs receive`
+    /// is given it bind-mounted in a namespace of its own ([`crate::fs::output_in_private_mount`]),
+    /// so no path it uses leads through a directory another user can write; it is a subvolume
+    /// so that `btrfs receive` finds an incremental stream's parent inside that mount.
     ///
     /// # Errors
-    /// I/O.
-    pub fn receive_dir(&self) -> Result<PathBuf> {
+    /// I/O; [`Error::Foreign`] if something else has the name.
+    pub fn receive_subvolume(&self) -> Result<OwnedFd> {
         let dir = self.held.via().join(RECEIVE_DIR);
-        if !root::check_kind(&dir, Kind::Dir).map_err(|e| self.held.shown(e))? {
-            BtrfsFs
-                .create_dir(&dir, DIR_MODE)
-                .map_err(|e| self.held.shown(Error::io("create directory", &dir, e)))?;
+        let shown = |e| self.held.shown(e);
+        if !root::check_kind(&dir, Kind::Subvolume).map_err(shown)? {
+            crate::sys::subvol_create(self.held.fd(), RECEIVE_DIR.as_ref())
+                .map_err(|e| shown(Error::io("create subvolume", &dir, e)))?;
         }
-        Ok(self.held.for_child().join(RECEIVE_DIR))
+        let fd = crate::fs::open_dir_at(self.held.fd(), RECEIVE_DIR.as_ref())
+            .map_err(|e| shown(Error::io("open", &dir, e)))?;
+        if !crate::sys::is_subvolume_root_fd(fd.as_fd())
+            .map_err(|e| shown(Error::io("fstat", &dir, e)))?
+        {
+            return Err(shown(Error::foreign(
+                &dir,
+                "it is not the subvolume this restore made",
+            )));
+        }
+        Ok(fd)
     }
 
     /// The subvolumes in `DEST/butter.receive/`, by name.
@@ -488,7 +501,7 @@ impl NewCopy {
     fn finish_steps(&mut self, id: DbId) -> Result<()> {
         let dest = self.held.via().to_path_buf();
         let received = dest.join(RECEIVE_DIR);
-        if root::check_kind(&received, Kind::Dir)? {
+        if root::check_kind(&received, Kind::DirOrSubvolume)? {
             BtrfsFs
                 .remove_tree_at(self.held.fd(), RECEIVE_DIR.as_ref(), None)
                 .map_err(|e| Error::io("remove", &received, e))?;

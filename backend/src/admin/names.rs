@@ -9,7 +9,8 @@ use crate::root;
 pub const INCOMPLETE_MARKER: &str = root::INCOMPLETE_FILE;
 /// The writable snapshot a copy is prepared in.
 pub const STAGING_SUBVOLUME: &str = "butter.staging";
-/// Where `butter restore` receives `btrfs send` streams.
+/// The subvolume `butter restore` receives `btrfs send` streams in (a plain directory in
+/// versions before `btrfs receive` ran in a mount namespace of its own; removed either way).
 pub const RECEIVE_DIR: &str = "butter.receive";
 /// Where a compacting copy builds its new database (with the engine's own writer) before its
 /// newest generation becomes the copy's; removed with the copy.

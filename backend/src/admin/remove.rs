@@ -193,7 +193,8 @@ fn survey(dir: &Path) -> Result<Found> {
             }
             RECEIVE_DIR => {
                 receive = true;
-                Kind::Dir
+                // A subvolume; a directory where a version before the private mount made it.
+                Kind::DirOrSubvolume
             }
             _ => match parse_gen_name(name) {
                 Some(g) => {

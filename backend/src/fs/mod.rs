@@ -16,6 +16,6 @@ pub use faulty::{FaultPlan, FaultTiming, FaultyFs};
 pub use ops::Fs;
 
 pub use crate::sys::{
-    filesystem_type, is_subvolume_root, send, subvolume_id, validate_subvolume_name, FsType,
-    SUBVOL_NAME_MAX,
+    filesystem_type, is_subvolume_root, output_in_private_mount, send, subvolume_id,
+    validate_subvolume_name, FsType, PRIVATE_MOUNT, SUBVOL_NAME_MAX,
 };
