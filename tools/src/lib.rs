@@ -446,12 +446,15 @@ fn last_line(stderr: &[u8]) -> String {
 }
 
 /// Runs `btrfs receive` on the stream `input` into the open subvolume `into`, which the child
-/// sees bind-mounted at [`butter_db::fs::PRIVATE_MOUNT`] in a mount namespace of its own:
+/// sees mounted at [`butter_db::fs::PRIVATE_MOUNT`] in a mount namespace of its own:
 /// `btrfs receive` works by path (it resolves its argument with `realpath` and makes every file
 /// by its full path), and there no component of any path it uses can be renamed or replaced by
-/// another user. Its stderr is kept for the error.
+/// another user. Its last error line is kept for the error, naming `into` as `shown`; a parent
+/// it cannot reach is [`ToolError::BadSources`], naming the stream `name`.
 fn receive_stream(
     into: std::os::fd::BorrowedFd<'_>,
+    shown: &Path,
+    name: &str,
     input: Stdio,
     left: &'static str,
 ) -> Result<()> {
@@ -479,14 +482,23 @@ fn receive_stream(
     {
         return Ok(());
     }
-    let mut stderr = last_line(&out.stderr);
+    // Its messages name the private mount; the user knows the directory as `shown`.
     if said.contains("not reachable") {
-        stderr.push_str(
-            " (another subvolume received from the same stream is elsewhere on this filesystem, \
-             and btrfs receive took it for the parent: a restore killed before it finished \
-             leaves one in DEST/butter.receive; `butter remove` that DEST)",
-        );
+        // btrfs receive looks an incremental stream's parent up by identity on the whole
+        // filesystem, and can only use one inside the mount: one received earlier in this
+        // restore.
+        return Err(ToolError::BadSources(format!(
+            "{name} is an incremental stream whose parent is not among the streams restored \
+             before it: give the full stream first, then the incremental ones oldest first. \
+             (If they were in that order, another subvolume received from the same stream is \
+             on this filesystem and btrfs receive took it for the parent: a restore killed \
+             before it finished leaves one in its DEST/{}; `butter remove` that DEST.) {left}",
+            butter_db::admin::RECEIVE_DIR
+        )));
     }
+    // Its messages name the private mount; the user knows the directory as `shown`.
+    let stderr =
+        last_line(&out.stderr).replace(butter_db::fs::PRIVATE_MOUNT, &shown.to_string_lossy());
     Err(ToolError::Btrfs {
         command: COMMAND,
         status: out.status.to_string(),
@@ -718,13 +730,19 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
             let left = "nothing was left in the destination";
             // A stream file is read from what was opened above (receive's standard input).
             let input = file.map_or_else(Stdio::inherit, |(f, _)| Stdio::from(f));
-            receive_stream(received.as_fd(), input, left)?;
-            let after = copy.received()?;
             let name = if s.as_os_str() == "-" {
                 "standard input".to_string()
             } else {
                 s.display().to_string()
             };
+            receive_stream(
+                received.as_fd(),
+                &dest.join(butter_db::admin::RECEIVE_DIR),
+                &name,
+                input,
+                left,
+            )?;
+            let after = copy.received()?;
             let Some(new) = after.into_iter().find(|p| !before.contains(p)) else {
                 return Err(ToolError::BadSources(format!(
                     "{name} held no new generation (btrfs receive reported no error); nothing \

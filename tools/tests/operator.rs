@@ -359,9 +359,9 @@ fn restore_refuses_streams_out_of_order_and_says_it_needs_root() {
     backup("c", "inc-bc", Some("b"));
     drop(env);
 
-    // Out of order: the incremental streams swapped. btrfs receive takes both (it finds each
-    // one's parent by its identity anywhere on the filesystem, here the copies), and the last
-    // one received is generation B: restore refuses instead of restoring the older state.
+    // Out of order: the incremental streams swapped. btrfs receive only reaches the streams
+    // received before in this restore (it runs in a mount of DEST's receive subvolume), so
+    // B->C, whose parent B is only in the copy elsewhere on the filesystem, is refused.
     let dest = t.join("restored");
     let before = std::fs::read_dir(&t.0).unwrap().count();
     let o = butter(&[
@@ -371,10 +371,26 @@ fn restore_refuses_streams_out_of_order_and_says_it_needs_root() {
         path(&s("inc-ab")),
         path(&dest),
     ]);
-    assert_status(&o, 1, "streams out of order");
-    assert!(stderr(&o).contains("inc-ab holds generation 8, not newer than generation 9"));
+    assert_status(&o, 1, "not among the streams restored before it");
+    assert!(stderr(&o).contains("inc-bc is an incremental stream"));
     assert!(!dest.exists(), "nothing left");
     assert_eq!(std::fs::read_dir(&t.0).unwrap().count(), before);
+    // Full streams out of order: each is received, and the last one brings an older
+    // generation (A after C): refused instead of restoring the older state.
+    backup("c-full", "full-c", None);
+    let o = butter(&[
+        "restore",
+        path(&s("full-c")),
+        path(&s("full-a")),
+        path(&dest),
+    ]);
+    assert_status(&o, 1, "streams out of order");
+    assert!(
+        stderr(&o).contains("full-a holds generation 7, not newer than generation 9"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dest.exists(), "nothing left");
     // In order: the newest generation, C.
     let o = butter(&[
         "restore",
