@@ -29,7 +29,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -574,7 +574,8 @@ pub fn backup(db: &Path, dest: &Path) -> Result<CopyInfo> {
 /// # Errors
 /// As [`backup`].
 pub fn prepare_backup(db: &Path, dest: &Path) -> Result<NewCopy> {
-    // The source is looked at before anything is made.
+    // The source is looked at before anything is made (its errors, by path); then it is
+    // opened once, and what is checked against DEST and copied is what that handle reaches.
     Snapshot::open(db)?;
     let source = rustix::fs::open(
         db,
@@ -582,7 +583,9 @@ pub fn prepare_backup(db: &Path, dest: &Path) -> Result<NewCopy> {
         Mode::empty(),
     )
     .map_err(|e| Error::io("open", db, e.into()))?;
+    let via = PathBuf::from(format!("/proc/self/fd/{}/.", source.as_raw_fd()));
     let mut copy = NewCopy::create_outside(dest, source.as_fd())?;
-    copy.install_newest_of(db)?;
+    copy.install_newest_of(&via)
+        .map_err(|e| e.rebased(&via, db))?;
     Ok(copy)
 }
