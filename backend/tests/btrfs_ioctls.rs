@@ -654,15 +654,7 @@ fn run_as_nobody(scratch: &Scratch, role: &str, dir: &Path) -> String {
     let exe = scratch.join(&format!("test-binary-{role}"));
     fs::copy(std::env::current_exe().expect("current_exe"), &exe).expect("copy test binary");
     fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).expect("chmod test binary");
-    let uid = NOBODY.to_string();
-    let stdout = run(Command::new("setpriv")
-        .args([
-            format!("--reuid={uid}"),
-            format!("--regid={uid}"),
-            "--clear-groups".into(),
-        ])
-        .arg("--")
-        .arg(&exe)
+    let stdout = run(butter_test_support::as_user(NOBODY, &exe)
         .args([
             "--exact",
             "--ignored",

@@ -274,15 +274,7 @@ fn files_are_private_unless_group_access() {
     if is_root() {
         // Another user can list neither database directory's contents nor read a file.
         let private = dir.path.join("db-false");
-        let out = Command::new("setpriv")
-            .args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "cat",
-            ])
+        let out = butter_test_support::as_user(65534, "cat")
             .arg(private.join("live/MANIFEST"))
             .output()
             .expect("setpriv");

@@ -119,16 +119,7 @@ fn run(args: &[&str]) -> Output {
 
 /// `program` to run as uid/gid 65534 without supplementary groups (add its arguments).
 fn as_nobody(program: &str) -> Command {
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        format!("--reuid={NOBODY}"),
-        format!("--regid={NOBODY}"),
-        "--clear-groups".into(),
-        "--".into(),
-        program.into(),
-    ])
-    .stdin(Stdio::null());
-    cmd
+    butter_test_support::as_user(NOBODY, program)
 }
 
 /// `slasher-bench ARGS` as uid/gid 65534 without supplementary groups.

@@ -132,6 +132,21 @@ fn unescape_mountinfo(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// `program` to run as user and group `uid` without supplementary groups, through `setpriv`
+/// (util-linux; the caller must be root), with standard input closed; add its arguments.
+pub fn as_user(uid: u32, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args([
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".into(),
+        "--".into(),
+    ])
+    .arg(program)
+    .stdin(std::process::Stdio::null());
+    cmd
+}
+
 /// Whether the effective uid is 0 (read from /proc, no FFI).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")

@@ -345,16 +345,11 @@ fn swap(tier: &Tier, call: &SharedCall, n: usize) {
         .shared
         .join(format!("{}.moved-{n}", call.entry.to_string_lossy()));
     let target = tier.canary.join(&call.entry);
-    let o = Command::new("setpriv")
+    let o = butter_test_support::as_user(NOBODY, "sh")
         .args([
-            format!("--reuid={NOBODY}"),
-            format!("--regid={NOBODY}"),
-            "--clear-groups".into(),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            "mv -T -- \"$1\" \"$2\" && ln -s -- \"$3\" \"$1\"".into(),
-            "sh".into(),
+            "-c",
+            "mv -T -- \"$1\" \"$2\" && ln -s -- \"$3\" \"$1\"",
+            "sh",
         ])
         .arg(&entry)
         .arg(&moved)

@@ -48,17 +48,8 @@ fn nobodys_dir(p: &Path) {
 
 /// Runs `sh -c script` as uid/gid 65534 without supplementary groups; it must succeed.
 fn as_nobody(script: &str) {
-    let o = Command::new("setpriv")
-        .args([
-            format!("--reuid={NOBODY}"),
-            format!("--regid={NOBODY}"),
-            "--clear-groups".into(),
-            "--".into(),
-            "sh".into(),
-            "-c".into(),
-            script.into(),
-        ])
-        .stdin(Stdio::null())
+    let o = butter_test_support::as_user(NOBODY, "sh")
+        .args(["-c", script])
         .output()
         .unwrap();
     assert!(
