@@ -2,7 +2,8 @@
 //! `scripts/import_cycles.py`, that no two source files import from each other (a circle
 //! written as a path in the code or a type, not a `use` line, fails it; the same files without
 //! that path pass; a directory that does not exist is an error rather than a crate without
-//! circles), and `scripts/long_fns.py --over N`, the gate on the engine's function length.
+//! circles), and `scripts/long_fns.py --over N`, the gate on the length of the engine's, the
+//! bench's and the tools' functions (one tree or several in one call).
 //!
 //! Needs python3; without it the tests skip outside CI and fail under `CI=true`.
 
@@ -131,13 +132,13 @@ fn a_directory_that_does_not_exist_is_an_error() {
     assert!(said.contains("no such directory"), "{said}");
 }
 
-// ---- scripts/long_fns.py --over: the gate on the engine's function length -------------------
+// ---- scripts/long_fns.py --over: the gate on function length --------------------------------
 
-fn long_fns(src: &Path, over: u32) -> Output {
+fn long_fns(srcs: &[impl AsRef<std::ffi::OsStr>], over: u32) -> Output {
     Command::new("python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/long_fns.py"))
         .args(["--over", &over.to_string()])
-        .arg(src)
+        .args(srcs)
         .output()
         .unwrap()
 }
@@ -158,14 +159,35 @@ fn a_function_over_the_limit_fails_the_length_gate_and_one_at_it_passes() {
     let Some(src) = crate_src("long_fns_at", &[("lib.rs", &function_of(98))]) else {
         return;
     };
-    let out = long_fns(&src, 100);
+    let out = long_fns(&[&src], 100);
     assert!(out.status.success(), "{}", text(&out));
     let Some(src) = crate_src("long_fns_over", &[("lib.rs", &function_of(99))]) else {
         return;
     };
-    let out = long_fns(&src, 100);
+    let out = long_fns(&[&src], 100);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("lib.rs:1 long"), "{}", text(&out));
-    let out = long_fns(&src.join("missing"), 100);
+    let out = long_fns(&[&src.join("missing")], 100);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn the_length_gate_over_several_trees_fails_for_a_long_function_in_any_of_them() {
+    // scripts/test.sh gates backend/src, slasher-bench/src and tools/src in one call.
+    let Some(short) = crate_src("long_fns_trees_short", &[("lib.rs", &function_of(98))]) else {
+        return;
+    };
+    let Some(long) = crate_src("long_fns_trees_long", &[("main.rs", &function_of(99))]) else {
+        return;
+    };
+    let out = long_fns(&[&short, &short], 100);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = long_fns(&[&short, &long], 100);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("main.rs:1 long"), "{}", text(&out));
+    assert!(
+        text(&out).contains("1 function(s) over 100 lines"),
+        "{}",
+        text(&out)
+    );
 }

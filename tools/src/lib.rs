@@ -657,20 +657,9 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
     };
     // Each source is looked up once: opened here, then read through what was opened (a
     // directory through its handle, a stream file as `btrfs receive`'s standard input).
-    let open_source = |s: &PathBuf| -> Result<Option<(OwnedFd, bool)>> {
-        if s.as_os_str() == "-" {
-            return Ok(None);
-        }
-        let opened = handle::open_to_read(s).map_err(|source| ToolError::StreamFile {
-            op: "open",
-            path: s.clone(),
-            source,
-        })?;
-        Ok(Some(opened))
-    };
     let mut opened = sources
         .iter()
-        .map(open_source)
+        .map(|s| open_source(s))
         .collect::<Result<Vec<_>>>()?;
     let from_dir = matches!(opened.first(), Some(Some((_, true))));
     if from_dir && sources.len() > 1 {
@@ -721,55 +710,7 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
     if from_dir {
         copy.install_newest_of(src).map_err(rebase)?;
     } else {
-        let received = copy.receive_subvolume()?;
-        let mut newest = None;
-        // The generation each stream brought, which must grow from stream to stream.
-        let mut last: Option<(u64, String)> = None;
-        for (s, file) in sources.iter().zip(opened) {
-            let before = copy.received()?;
-            let left = "nothing was left in the destination";
-            // A stream file is read from what was opened above (receive's standard input).
-            let input = file.map_or_else(Stdio::inherit, |(f, _)| Stdio::from(f));
-            let name = if s.as_os_str() == "-" {
-                "standard input".to_string()
-            } else {
-                s.display().to_string()
-            };
-            receive_stream(
-                received.as_fd(),
-                &dest.join(butter_db::admin::RECEIVE_DIR),
-                &name,
-                input,
-                left,
-            )?;
-            let after = copy.received()?;
-            let Some(new) = after.into_iter().find(|p| !before.contains(p)) else {
-                return Err(ToolError::BadSources(format!(
-                    "{name} held no new generation (btrfs receive reported no error); nothing \
-                     was left in the destination"
-                )));
-            };
-            let generation = copy.open_received(&new)?.generation();
-            if let Some((previous, from)) = &last {
-                if generation <= *previous {
-                    return Err(ToolError::BadSources(format!(
-                        "streams out of order: {name} holds generation {generation}, not newer \
-                         than generation {previous} from {from}; give the full stream first, \
-                         then the incremental ones oldest first; nothing was left in the \
-                         destination"
-                    )));
-                }
-            }
-            last = Some((generation, name));
-            newest = Some(new);
-        }
-        let Some(gen) = newest else {
-            return Err(ToolError::BadSources(
-                "the streams held no new generation".into(),
-            ));
-        };
-        let snap = copy.open_received(&gen)?;
-        copy.install(&snap)?;
+        receive_streams(&mut copy, sources, opened, dest)?;
     }
     let verified = copy.verify()?;
     let info = copy.finish()?;
@@ -778,6 +719,81 @@ pub fn restore(sources: &[PathBuf], dest: &Path) -> Result<Restored> {
         verified,
         elapsed: t.elapsed(),
     })
+}
+
+/// One source of `restore`, opened to be read (with whether it is a directory); `None` for
+/// `-`, standard input.
+fn open_source(s: &Path) -> Result<Option<(OwnedFd, bool)>> {
+    if s.as_os_str() == "-" {
+        return Ok(None);
+    }
+    let opened = handle::open_to_read(s).map_err(|source| ToolError::StreamFile {
+        op: "open",
+        path: s.to_path_buf(),
+        source,
+    })?;
+    Ok(Some(opened))
+}
+
+/// Receives the streams (`opened` as [`open_source`] opened them) one by one into DEST's
+/// receive subvolume, each of which must bring a generation newer than the one before, and
+/// installs the newest.
+fn receive_streams(
+    copy: &mut NewCopy,
+    sources: &[PathBuf],
+    opened: Vec<Option<(OwnedFd, bool)>>,
+    dest: &Path,
+) -> Result<()> {
+    let received = copy.receive_subvolume()?;
+    let mut newest = None;
+    // The generation each stream brought, which must grow from stream to stream.
+    let mut last: Option<(u64, String)> = None;
+    for (s, file) in sources.iter().zip(opened) {
+        let before = copy.received()?;
+        let left = "nothing was left in the destination";
+        // A stream file is read from what was opened above (receive's standard input).
+        let input = file.map_or_else(Stdio::inherit, |(f, _)| Stdio::from(f));
+        let name = if s.as_os_str() == "-" {
+            "standard input".to_string()
+        } else {
+            s.display().to_string()
+        };
+        receive_stream(
+            received.as_fd(),
+            &dest.join(butter_db::admin::RECEIVE_DIR),
+            &name,
+            input,
+            left,
+        )?;
+        let after = copy.received()?;
+        let Some(new) = after.into_iter().find(|p| !before.contains(p)) else {
+            return Err(ToolError::BadSources(format!(
+                "{name} held no new generation (btrfs receive reported no error); nothing \
+                 was left in the destination"
+            )));
+        };
+        let generation = copy.open_received(&new)?.generation();
+        if let Some((previous, from)) = &last {
+            if generation <= *previous {
+                return Err(ToolError::BadSources(format!(
+                    "streams out of order: {name} holds generation {generation}, not newer \
+                     than generation {previous} from {from}; give the full stream first, \
+                     then the incremental ones oldest first; nothing was left in the \
+                     destination"
+                )));
+            }
+        }
+        last = Some((generation, name));
+        newest = Some(new);
+    }
+    let Some(gen) = newest else {
+        return Err(ToolError::BadSources(
+            "the streams held no new generation".into(),
+        ));
+    };
+    let snap = copy.open_received(&gen)?;
+    copy.install(&snap)?;
+    Ok(())
 }
 
 /// Whether this process's effective user is root (from `/proc/self/status`).

@@ -7,7 +7,7 @@
 //! mainnet sample's database.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use butter_tools::dumpload::{self, DumpStyle};
@@ -166,7 +166,21 @@ fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 
+/// Prints `stat`'s table: the database's lines, then a row per table (and a total for more
+/// than one), or the damage that kept its generation from opening.
 fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
+    print_stat_database(s, out)?;
+    if let Some(d) = &s.damage {
+        writeln!(out, "DAMAGED      {d}")?;
+        return Ok(());
+    }
+    writeln!(out)?;
+    print_stat_tables(s, out)
+}
+
+/// Prints `stat`'s lines about the database as a whole: identity, format, generations, the
+/// writer, `live/` and `compact/`, the manifest and the filesystem.
+fn print_stat_database(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
     let gens: Vec<String> = s.generations_on_disk.iter().map(u64::to_string).collect();
     writeln!(out, "database     {}", s.path.display())?;
     writeln!(out, "identity     {}", s.identity)?;
@@ -214,12 +228,12 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
         mib(s.filesystem.total),
         mib(s.filesystem.used),
         mib(s.filesystem.available)
-    )?;
-    if let Some(d) = &s.damage {
-        writeln!(out, "DAMAGED      {d}")?;
-        return Ok(());
-    }
-    writeln!(out)?;
+    )
+}
+
+/// Prints `stat`'s table of tables: the header, a row per table with its damage if any, and
+/// the total row when there is more than one table (`--deep` adds its columns to each).
+fn print_stat_tables(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
     let opt = |v: Option<u64>, f: &dyn Fn(u64) -> String| v.map_or_else(|| "-".into(), f);
     if s.deep {
         writeln!(
@@ -241,28 +255,7 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
             "table", "segments", "file MiB", "stored"
         )?;
     }
-    let mut total = butter_tools::TableRow {
-        name: "total".into(),
-        ..Default::default()
-    };
-    let add = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a + b);
-    if s.deep {
-        (
-            total.entries,
-            total.live_bytes,
-            total.dead_bytes,
-            total.tombstones,
-        ) = (Some(0), Some(0), Some(0), Some(0));
-    }
-    for t in &s.tables {
-        total.stored_entries += t.stored_entries;
-        total.segments += t.segments;
-        total.file_bytes += t.file_bytes;
-        total.entries = add(total.entries, t.entries);
-        total.live_bytes = add(total.live_bytes, t.live_bytes);
-        total.dead_bytes = add(total.dead_bytes, t.dead_bytes);
-        total.tombstones = add(total.tombstones, t.tombstones);
-    }
+    let total = total_row(s);
     let rows: Vec<&butter_tools::TableRow> = if s.tables.len() > 1 {
         s.tables.iter().chain(std::iter::once(&total)).collect()
     } else {
@@ -295,17 +288,45 @@ fn print_stat(s: &Stat, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The `total` row of `stat`: the tables' figures added up (a `--deep` figure only while
+/// every table has it).
+fn total_row(s: &Stat) -> butter_tools::TableRow {
+    let mut total = butter_tools::TableRow {
+        name: "total".into(),
+        ..Default::default()
+    };
+    let add = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a + b);
+    if s.deep {
+        (
+            total.entries,
+            total.live_bytes,
+            total.dead_bytes,
+            total.tombstones,
+        ) = (Some(0), Some(0), Some(0), Some(0));
+    }
+    for t in &s.tables {
+        total.stored_entries += t.stored_entries;
+        total.segments += t.segments;
+        total.file_bytes += t.file_bytes;
+        total.entries = add(total.entries, t.entries);
+        total.live_bytes = add(total.live_bytes, t.live_bytes);
+        total.dead_bytes = add(total.dead_bytes, t.dead_bytes);
+        total.tombstones = add(total.tombstones, t.tombstones);
+    }
+    total
+}
+
 /// The marker `slasher-bench replay` leaves in a database it keeps (`--keep-db`).
 const BENCH_MARKER: &str = ".slasher-bench-db";
 
 /// `remove` refuses a database holding the bench's marker (an entry the engine did not make);
 /// the error then says which tool removes it.
-fn bench_hint(dir: &std::path::Path, e: ToolError) -> ToolError {
+fn bench_hint(dir: &Path, e: ToolError) -> ToolError {
     if dir.join(BENCH_MARKER).is_file() && e.exit_code() == butter_tools::exit::NOT_A_DATABASE {
         let parent = dir
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
+            .unwrap_or(Path::new("."));
         return ToolError::BenchKept(format!(
             "{e} (it holds {BENCH_MARKER}: `slasher-bench replay --keep-db` kept it; remove it \
              with `slasher-bench clean {}` or `slasher-bench clean {}`)",
@@ -326,178 +347,32 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
             table,
             deep,
             json,
-        } => {
-            let s = butter_tools::stat(&dir, &StatOptions { deep, table })?;
-            if json {
-                serde_json::to_writer_pretty(&mut out, &s).map_err(std::io::Error::from)?;
-                writeln!(out)?;
-            } else {
-                print_stat(&s, &mut out)?;
-            }
-            if s.damaged() {
-                return Ok(Some(butter_tools::exit::CORRUPT));
-            }
-        }
-        Cmd::Check { dir } => {
-            let c = butter_tools::check(&dir)?;
-            let v = c.verified;
-            writeln!(
-                out,
-                "ok: {} generation {}: {} tables, {} segments, {} blocks, {} entries, {} MiB read in {:.2} s",
-                dir.display(),
-                c.generation,
-                v.tables,
-                v.segments,
-                v.blocks,
-                v.entries,
-                mib(v.bytes),
-                c.elapsed.as_secs_f64()
-            )?;
-        }
+        } => return stat(&dir, table, deep, json, &mut out),
+        Cmd::Check { dir } => check(&dir, &mut out)?,
         Cmd::Backup {
             dir,
             dest,
             plain: true,
             ..
-        } => {
-            let target = if dest.as_os_str() == "-" {
-                PlainTarget::Stdout
-            } else {
-                PlainTarget::Dir(dest.clone())
-            };
-            let b = plain::backup_plain(&dir, &target)?;
-            let m = &b.manifest;
-            // With the tar stream on standard output, the report goes to stderr.
-            let mut report: Box<dyn Write> = match target {
-                PlainTarget::Stdout => Box::new(std::io::stderr()),
-                PlainTarget::Dir(_) => Box::new(out),
-            };
-            let (to, checked) = match (&target, b.verify_time) {
-                (PlainTarget::Dir(d), Some(v)) => (
-                    d.display().to_string(),
-                    format!("; read back and checked in {:.3} s", v.as_secs_f64()),
-                ),
-                _ => (
-                    format!("standard output (tar, {} bytes)", b.written),
-                    String::new(),
-                ),
-            };
-            writeln!(
-                report,
-                "copied generation {} of {} (identity {}) as plain files to {to}: {} files, {} MiB, in {:.3} s{checked}",
-                m.generation,
-                dir.display(),
-                m.identity,
-                m.files.len(),
-                mib(m.bytes()),
-                b.copy_time.as_secs_f64()
-            )?;
-        }
+        } => backup_plain(&dir, &dest, out)?,
         Cmd::Backup {
             dir,
             dest,
             compact: true,
             ..
-        } => {
-            let c = butter_tools::compact::compact(&dir, &dest)?;
-            writeln!(
-                out,
-                "compacted generation {} of {} (identity {}, {} MiB of segments) into {} (identity {}, generation {}): {} tables, {} entries, {} MiB of segments, written in {} commits in {:.3} s; read back and compared entry for entry in {:.3} s",
-                c.source_generation,
-                dir.display(),
-                c.source_identity,
-                mib(c.source_bytes),
-                dest.display(),
-                c.copy.identity,
-                c.copy.generation,
-                c.tables,
-                c.entries,
-                mib(c.copy.bytes),
-                c.commits,
-                c.copy_time.as_secs_f64(),
-                c.verify_time.as_secs_f64()
-            )?;
-        }
+        } => backup_compact(&dir, &dest, &mut out)?,
         Cmd::Backup {
             dir,
             dest,
             stream,
             parent,
             ..
-        } => {
-            let target = stream.map(|s| StreamTarget {
-                file: (s.as_os_str() != "-").then_some(s),
-                parent,
-            });
-            let b = butter_tools::backup(&dir, &dest, target.as_ref())?;
-            // With the stream on standard output, the report goes to stderr.
-            let mut report: Box<dyn Write> = if target.as_ref().is_some_and(|t| t.file.is_none()) {
-                Box::new(std::io::stderr())
-            } else {
-                Box::new(out)
-            };
-            writeln!(
-                report,
-                "copied generation {} of {} (identity {}) to {} (identity {}): {} MiB shared, in {:.3} s",
-                b.copy.generation,
-                dir.display(),
-                b.copy.source_identity,
-                dest.display(),
-                b.copy.identity,
-                mib(b.copy.bytes),
-                b.copy_time.as_secs_f64()
-            )?;
-            if let (Some((bytes, time)), Some(t)) = (b.stream, &target) {
-                let to = t
-                    .file
-                    .as_ref()
-                    .map_or("standard output".into(), |f| f.display().to_string());
-                let kind = match b.parent_generation {
-                    Some(g) => format!("incremental from generation {g}"),
-                    None => "full".into(),
-                };
-                // Bytes are counted for a file; on standard output they pass by uncounted.
-                let size = if t.file.is_some() {
-                    format!(": {bytes} bytes")
-                } else {
-                    String::new()
-                };
-                writeln!(
-                    report,
-                    "stream ({kind}) written to {to}{size} in {:.3} s",
-                    time.as_secs_f64()
-                )?;
-            }
-        }
+        } => backup(&dir, &dest, stream, parent, out)?,
         Cmd::Restore {
             sources,
             dest,
             plain,
-        } => {
-            let r = if plain {
-                let [source] = sources.as_slice() else {
-                    return Err(ToolError::BadSources(
-                        "restore --plain takes one plain copy: a directory, a tar file or -".into(),
-                    ));
-                };
-                plain::restore_plain(&PlainSource::from_arg(source), &dest)?
-            } else {
-                butter_tools::restore(&sources, &dest)?
-            };
-            let v = r.verified;
-            writeln!(
-                out,
-                "restored generation {} (identity {}) as {} (identity {}); checked {} segments, {} entries, {} MiB; in {:.3} s",
-                r.copy.generation,
-                r.copy.source_identity,
-                dest.display(),
-                r.copy.identity,
-                v.segments,
-                v.entries,
-                mib(v.bytes),
-                r.elapsed.as_secs_f64()
-            )?;
-        }
+        } => restore(&sources, &dest, plain, &mut out)?,
         Cmd::Dump {
             dir,
             tables,
@@ -507,76 +382,289 @@ fn run(cli: Cli) -> Result<Option<u8>, ToolError> {
             from,
             to,
             limit,
-        } => {
-            let from = from
-                .map(|h| butter_tools::parse_hex("--from", &h))
-                .transpose()?;
-            let to = to
-                .map(|h| butter_tools::parse_hex("--to", &h))
-                .transpose()?;
-            // DIR is looked up once; the listing and the dump read it through the handle.
-            butter_tools::handle::through_handle(&dir, |held| {
-                let via = held.via.as_path();
-                if list {
-                    for name in dumpload::list_tables(via)? {
-                        writeln!(out, "{name}")?;
-                    }
-                    return Ok(());
-                }
-                let tables = if all {
-                    dumpload::list_tables(via)?
-                } else {
-                    tables
-                };
-                let mut buffered = std::io::BufWriter::new(&mut out);
-                dumpload::dump(
-                    via,
-                    &tables,
-                    from.as_deref(),
-                    to.as_deref(),
-                    limit,
-                    if raw {
-                        DumpStyle::Raw
-                    } else {
-                        DumpStyle::Sections
-                    },
-                    &mut buffered,
-                )?;
-                buffered.flush()?;
-                Ok(())
-            })?;
-        }
-        Cmd::Load { dir, input } => {
-            let mut reader = dumpload::open_input(input.as_ref())?;
-            let l = dumpload::load(&dir, &mut reader)?;
-            let tables: Vec<String> = l
-                .tables
-                .iter()
-                .map(|(t, n)| format!("{t} ({n} entries)"))
-                .collect();
-            writeln!(
-                out,
-                "loaded {} into {}: {}; {} MiB of keys and values in {} commits",
-                input.map_or("standard input".into(), |p| p.display().to_string()),
-                dir.display(),
-                tables.join(", "),
-                mib(l.bytes),
-                l.commits
-            )?;
-        }
-        Cmd::Remove { dir } => {
-            let r = butter_tools::remove(&dir).map_err(|e| bench_hint(&dir, e))?;
-            writeln!(
-                out,
-                "removed {}: {} generations, {} other subvolumes, {} merge outputs",
-                dir.display(),
-                r.generations,
-                r.other_subvolumes,
-                r.merge_outputs
-            )?;
-        }
+        } => dump(&dir, tables, list, all, raw, from, to, limit, &mut out)?,
+        Cmd::Load { dir, input } => load(&dir, input, &mut out)?,
+        Cmd::Remove { dir } => remove(&dir, &mut out)?,
     }
     Ok(None)
+}
+
+/// `stat`: prints the table (or JSON); `Some(CORRUPT)` if anything was found damaged.
+fn stat(
+    dir: &Path,
+    table: Option<String>,
+    deep: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<Option<u8>, ToolError> {
+    let s = butter_tools::stat(dir, &StatOptions { deep, table })?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &s).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        print_stat(&s, out)?;
+    }
+    if s.damaged() {
+        return Ok(Some(butter_tools::exit::CORRUPT));
+    }
+    Ok(None)
+}
+
+/// `check`: verifies the newest generation and prints what it read.
+fn check(dir: &Path, out: &mut impl Write) -> Result<(), ToolError> {
+    let c = butter_tools::check(dir)?;
+    let v = c.verified;
+    writeln!(
+        out,
+        "ok: {} generation {}: {} tables, {} segments, {} blocks, {} entries, {} MiB read in {:.2} s",
+        dir.display(),
+        c.generation,
+        v.tables,
+        v.segments,
+        v.blocks,
+        v.entries,
+        mib(v.bytes),
+        c.elapsed.as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// `backup --plain`: copies the generation as plain files into DEST, or as a tar stream to
+/// standard output for DEST `-` (the report then goes to stderr).
+fn backup_plain(dir: &Path, dest: &Path, out: impl Write) -> Result<(), ToolError> {
+    let target = if dest.as_os_str() == "-" {
+        PlainTarget::Stdout
+    } else {
+        PlainTarget::Dir(dest.to_path_buf())
+    };
+    let b = plain::backup_plain(dir, &target)?;
+    let m = &b.manifest;
+    // With the tar stream on standard output, the report goes to stderr.
+    let mut report: Box<dyn Write> = match target {
+        PlainTarget::Stdout => Box::new(std::io::stderr()),
+        PlainTarget::Dir(_) => Box::new(out),
+    };
+    let (to, checked) = match (&target, b.verify_time) {
+        (PlainTarget::Dir(d), Some(v)) => (
+            d.display().to_string(),
+            format!("; read back and checked in {:.3} s", v.as_secs_f64()),
+        ),
+        _ => (
+            format!("standard output (tar, {} bytes)", b.written),
+            String::new(),
+        ),
+    };
+    writeln!(
+        report,
+        "copied generation {} of {} (identity {}) as plain files to {to}: {} files, {} MiB, in {:.3} s{checked}",
+        m.generation,
+        dir.display(),
+        m.identity,
+        m.files.len(),
+        mib(m.bytes()),
+        b.copy_time.as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// `backup --compact`: writes a new database of the live entries and prints what it holds.
+fn backup_compact(dir: &Path, dest: &Path, out: &mut impl Write) -> Result<(), ToolError> {
+    let c = butter_tools::compact::compact(dir, dest)?;
+    writeln!(
+        out,
+        "compacted generation {} of {} (identity {}, {} MiB of segments) into {} (identity {}, generation {}): {} tables, {} entries, {} MiB of segments, written in {} commits in {:.3} s; read back and compared entry for entry in {:.3} s",
+        c.source_generation,
+        dir.display(),
+        c.source_identity,
+        mib(c.source_bytes),
+        dest.display(),
+        c.copy.identity,
+        c.copy.generation,
+        c.tables,
+        c.entries,
+        mib(c.copy.bytes),
+        c.commits,
+        c.copy_time.as_secs_f64(),
+        c.verify_time.as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// `backup`: copies the generation by snapshots, with `--stream` also writing a send stream
+/// (the report goes to stderr when the stream goes to standard output).
+fn backup(
+    dir: &Path,
+    dest: &Path,
+    stream: Option<PathBuf>,
+    parent: Option<PathBuf>,
+    out: impl Write,
+) -> Result<(), ToolError> {
+    let target = stream.map(|s| StreamTarget {
+        file: (s.as_os_str() != "-").then_some(s),
+        parent,
+    });
+    let b = butter_tools::backup(dir, dest, target.as_ref())?;
+    // With the stream on standard output, the report goes to stderr.
+    let mut report: Box<dyn Write> = if target.as_ref().is_some_and(|t| t.file.is_none()) {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(out)
+    };
+    writeln!(
+        report,
+        "copied generation {} of {} (identity {}) to {} (identity {}): {} MiB shared, in {:.3} s",
+        b.copy.generation,
+        dir.display(),
+        b.copy.source_identity,
+        dest.display(),
+        b.copy.identity,
+        mib(b.copy.bytes),
+        b.copy_time.as_secs_f64()
+    )?;
+    if let (Some((bytes, time)), Some(t)) = (b.stream, &target) {
+        let to = t
+            .file
+            .as_ref()
+            .map_or("standard output".into(), |f| f.display().to_string());
+        let kind = match b.parent_generation {
+            Some(g) => format!("incremental from generation {g}"),
+            None => "full".into(),
+        };
+        // Bytes are counted for a file; on standard output they pass by uncounted.
+        let size = if t.file.is_some() {
+            format!(": {bytes} bytes")
+        } else {
+            String::new()
+        };
+        writeln!(
+            report,
+            "stream ({kind}) written to {to}{size} in {:.3} s",
+            time.as_secs_f64()
+        )?;
+    }
+    Ok(())
+}
+
+/// `restore`: makes DEST from a copy or streams, or with `--plain` from one plain copy, and
+/// prints what was checked.
+fn restore(
+    sources: &[PathBuf],
+    dest: &Path,
+    plain: bool,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    let r = if plain {
+        let [source] = sources else {
+            return Err(ToolError::BadSources(
+                "restore --plain takes one plain copy: a directory, a tar file or -".into(),
+            ));
+        };
+        plain::restore_plain(&PlainSource::from_arg(source), dest)?
+    } else {
+        butter_tools::restore(sources, dest)?
+    };
+    let v = r.verified;
+    writeln!(
+        out,
+        "restored generation {} (identity {}) as {} (identity {}); checked {} segments, {} entries, {} MiB; in {:.3} s",
+        r.copy.generation,
+        r.copy.source_identity,
+        dest.display(),
+        r.copy.identity,
+        v.segments,
+        v.entries,
+        mib(v.bytes),
+        r.elapsed.as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// `dump`: prints the tables' entries (every table with `--all`), or with `--list` their
+/// names; the key bounds are checked first either way.
+#[allow(clippy::too_many_arguments)]
+fn dump(
+    dir: &Path,
+    tables: Vec<String>,
+    list: bool,
+    all: bool,
+    raw: bool,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<u64>,
+    out: &mut impl Write,
+) -> Result<(), ToolError> {
+    let from = from
+        .map(|h| butter_tools::parse_hex("--from", &h))
+        .transpose()?;
+    let to = to
+        .map(|h| butter_tools::parse_hex("--to", &h))
+        .transpose()?;
+    // DIR is looked up once; the listing and the dump read it through the handle.
+    butter_tools::handle::through_handle(dir, |held| {
+        let via = held.via.as_path();
+        if list {
+            for name in dumpload::list_tables(via)? {
+                writeln!(out, "{name}")?;
+            }
+            return Ok(());
+        }
+        let tables = if all {
+            dumpload::list_tables(via)?
+        } else {
+            tables
+        };
+        let mut buffered = std::io::BufWriter::new(&mut *out);
+        dumpload::dump(
+            via,
+            &tables,
+            from.as_deref(),
+            to.as_deref(),
+            limit,
+            if raw {
+                DumpStyle::Raw
+            } else {
+                DumpStyle::Sections
+            },
+            &mut buffered,
+        )?;
+        buffered.flush()?;
+        Ok(())
+    })
+}
+
+/// `load`: makes a new database from a dump and prints what it loaded.
+fn load(dir: &Path, input: Option<PathBuf>, out: &mut impl Write) -> Result<(), ToolError> {
+    let mut reader = dumpload::open_input(input.as_ref())?;
+    let l = dumpload::load(dir, &mut reader)?;
+    let tables: Vec<String> = l
+        .tables
+        .iter()
+        .map(|(t, n)| format!("{t} ({n} entries)"))
+        .collect();
+    writeln!(
+        out,
+        "loaded {} into {}: {}; {} MiB of keys and values in {} commits",
+        input.map_or("standard input".into(), |p| p.display().to_string()),
+        dir.display(),
+        tables.join(", "),
+        mib(l.bytes),
+        l.commits
+    )?;
+    Ok(())
+}
+
+/// `remove`: deletes the database with its snapshots and prints what went.
+fn remove(dir: &Path, out: &mut impl Write) -> Result<(), ToolError> {
+    let r = butter_tools::remove(dir).map_err(|e| bench_hint(dir, e))?;
+    writeln!(
+        out,
+        "removed {}: {} generations, {} other subvolumes, {} merge outputs",
+        dir.display(),
+        r.generations,
+        r.other_subvolumes,
+        r.merge_outputs
+    )?;
+    Ok(())
 }
 
 fn main() -> ExitCode {

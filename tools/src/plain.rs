@@ -874,55 +874,17 @@ fn read_tar(
     staging: &Path,
     origin: &str,
 ) -> Result<CopyManifest> {
-    let bad = |why: String| {
-        ToolError::BadCopy(format!(
-            "{origin}: {why}; nothing was left in the destination"
-        ))
-    };
-    let fill = |r: &mut dyn Read, buf: &mut [u8], what: &str| -> Result<()> {
-        r.read_exact(buf).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                ToolError::BadCopy(format!(
-                    "{origin}: the stream ends inside {what}: truncated; nothing was left in the \
-                     destination"
-                ))
-            } else {
-                io_err("read", Path::new(origin), e)
-            }
-        })
-    };
+    let bad = |why: String| bad_tar(origin, why);
     let mut written: Vec<CopiedFile> = Vec::new();
     let mut manifest = None;
     let mut header = [0u8; BLOCK];
     let mut first = true;
     loop {
-        fill(r, &mut header, "a header")?;
+        fill_tar(r, &mut header, "a header", origin)?;
         if header.iter().all(|&b| b == 0) {
             break;
         }
-        let stored = parse_octal(&header[148..156])
-            .ok_or_else(|| bad("a header's checksum is not octal".into()))?;
-        let sum = header_sum(&header);
-        if sum != stored {
-            return Err(bad(format!(
-                "a header's checksum is {stored:o}, its bytes add up to {sum:o}"
-            )));
-        }
-        if &header[257..262] != b"ustar" {
-            return Err(bad("not a ustar stream".into()));
-        }
-        let name_end = header[..100].iter().position(|&b| b == 0).unwrap_or(100);
-        let name = std::str::from_utf8(&header[..name_end])
-            .map_err(|_| bad("an entry's name is not UTF-8".into()))?
-            .to_string();
-        if header[345] != 0 {
-            return Err(bad(format!(
-                "entry {name:?} has a name prefix, which a copy never has"
-            )));
-        }
-        let len = parse_octal(&header[124..136])
-            .ok_or_else(|| bad(format!("entry {name:?}: bad size")))?;
-        let kind = header[156];
+        let (name, len, kind) = parse_tar_header(&header, origin)?;
         if first {
             first = false;
             if kind == b'5' && name == format!("{TAR_DIR}/") {
@@ -946,7 +908,7 @@ fn read_tar(
                 return Err(bad(format!("the list has {len} bytes")));
             }
             let mut text = vec![0u8; len as usize];
-            fill(&mut body, &mut text, "the list")?;
+            fill_tar(&mut body, &mut text, "the list", origin)?;
             let text = String::from_utf8(text).map_err(|_| bad("the list is not text".into()))?;
             manifest = Some(CopyManifest::decode(&text, origin)?);
         } else {
@@ -972,7 +934,7 @@ fn read_tar(
         let rem = (len % BLOCK as u64) as usize;
         if rem != 0 {
             let mut pad = [0u8; BLOCK];
-            fill(r, &mut pad[rem..], "padding")?;
+            fill_tar(r, &mut pad[rem..], "padding", origin)?;
         }
     }
     let Some(m) = manifest else {
@@ -980,9 +942,70 @@ fn read_tar(
             "the stream has no {COPY_MANIFEST}: truncated, or not a copy"
         )));
     };
+    check_tar_files(&m, &written, origin)?;
+    Ok(m)
+}
+
+/// A tar stream refused for `why`.
+fn bad_tar(origin: &str, why: String) -> ToolError {
+    ToolError::BadCopy(format!(
+        "{origin}: {why}; nothing was left in the destination"
+    ))
+}
+
+/// Fills `buf` from the tar stream; the stream ending first is a truncated copy, inside
+/// `what`.
+fn fill_tar(r: &mut dyn Read, buf: &mut [u8], what: &str, origin: &str) -> Result<()> {
+    r.read_exact(buf).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            ToolError::BadCopy(format!(
+                "{origin}: the stream ends inside {what}: truncated; nothing was left in the \
+                 destination"
+            ))
+        } else {
+            io_err("read", Path::new(origin), e)
+        }
+    })
+}
+
+/// A tar header's entry name, size and type flag, once its checksum, its `ustar` magic, its
+/// name (UTF-8, no prefix) and its size are checked.
+fn parse_tar_header(header: &[u8; BLOCK], origin: &str) -> Result<(String, u64, u8)> {
+    let bad = |why: String| bad_tar(origin, why);
+    let stored = parse_octal(&header[148..156])
+        .ok_or_else(|| bad("a header's checksum is not octal".into()))?;
+    let sum = header_sum(header);
+    if sum != stored {
+        return Err(bad(format!(
+            "a header's checksum is {stored:o}, its bytes add up to {sum:o}"
+        )));
+    }
+    if &header[257..262] != b"ustar" {
+        return Err(bad("not a ustar stream".into()));
+    }
+    let name_end = header[..100].iter().position(|&b| b == 0).unwrap_or(100);
+    let name = std::str::from_utf8(&header[..name_end])
+        .map_err(|_| bad("an entry's name is not UTF-8".into()))?
+        .to_string();
+    if header[345] != 0 {
+        return Err(bad(format!(
+            "entry {name:?} has a name prefix, which a copy never has"
+        )));
+    }
+    let len =
+        parse_octal(&header[124..136]).ok_or_else(|| bad(format!("entry {name:?}: bad size")))?;
+    Ok((name, len, header[156]))
+}
+
+/// Checks the files the tar stream brought against its list: each listed file there with the
+/// listed length and SHA-256, and none unlisted.
+fn check_tar_files(m: &CopyManifest, written: &[CopiedFile], origin: &str) -> Result<()> {
     for f in &m.files {
         let Some(w) = written.iter().find(|w| w.name == f.name) else {
-            return Err(bad(format!("{} is listed but not in the stream", f.name)));
+            return Err(bad_tar(
+                origin,
+                format!("{} is listed but not in the stream", f.name),
+            ));
         };
         check_file(f, w.len, &w.sha256, origin)?;
     }
@@ -990,12 +1013,12 @@ fn read_tar(
         .iter()
         .find(|w| !m.files.iter().any(|f| f.name == w.name))
     {
-        return Err(bad(format!(
-            "{} is in the stream but not listed",
-            extra.name
-        )));
+        return Err(bad_tar(
+            origin,
+            format!("{} is in the stream but not listed", extra.name),
+        ));
     }
-    Ok(m)
+    Ok(())
 }
 
 #[cfg(test)]

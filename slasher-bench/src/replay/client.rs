@@ -27,14 +27,14 @@ use slasher_adapters::slasher::{AttesterSlashing, ProposerSlashing};
 use slasher_adapters::{with_backend, BackendConfig, BackendVisitor, DatabaseBackend, Environment};
 use ssz::Decode;
 
-use crate::fixtures::file::FixtureReader;
+use crate::fixtures::file::{FixtureReader, Manifest};
 use crate::replay::{check_expected, expected_within, summarise, BatchSlashings, SECONDS_PER_SLOT};
 use crate::report::{
     self, BackendResult, BatchRecord, FixtureInfo, Report, Run, SlasherConfigInfo, SlashingsFound,
     REPORT_SCHEMA,
 };
-use crate::system::environment::{probe_fs, Build, Machine};
-use crate::system::measure::{files_size, Summary};
+use crate::system::environment::{probe_fs, Build, FsInfo, Machine};
+use crate::system::measure::{files_size, FilesSize, Summary};
 
 /// Arguments of `slasher-bench import-client`.
 #[derive(Debug, Args)]
@@ -301,7 +301,42 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         "{}: the runner replayed no batch",
         args.rows.display()
     );
-    // The runner must have replayed this fixture's batches, in order, from the first.
+    check_fixture_batches(&args, &client, &mut reader)?;
+    let backend: DatabaseBackend = client
+        .settings
+        .backend
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.rows.display()))?;
+    let (fs, size) = measure_database(&args, backend)?;
+    let settings = client.settings.clone();
+    let row = client_row(&args, &manifest, client, backend, fs, size);
+    let run = client_run(&args, &manifest, &settings, row)?;
+    let report = Report {
+        schema: REPORT_SCHEMA.into(),
+        generated_by: format!("slasher-bench {}", env!("CARGO_PKG_VERSION")),
+        runs: vec![run],
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    report::write_outputs(&report, &args.out)?;
+    let row = &report.runs[0].backends[0];
+    eprintln!(
+        "{}: {} batches, median {:.1} ms, {} slashings; report in {}",
+        row.name,
+        row.batches.len(),
+        row.median_batch_ms,
+        row.slashings.attester + row.slashings.proposer,
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Checks that the runner replayed this fixture's batches, in order, from the first.
+fn check_fixture_batches(
+    args: &ImportClientArgs,
+    client: &ClientRun,
+    reader: &mut FixtureReader,
+) -> anyhow::Result<()> {
     for b in &client.batches {
         let f = reader.next().transpose()?.with_context(|| {
             format!(
@@ -324,11 +359,15 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
             f.current_epoch
         );
     }
-    let backend: DatabaseBackend = client
-        .settings
-        .backend
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.rows.display()))?;
+    Ok(())
+}
+
+/// The filesystem of the runner's database directory and the size of the database in it,
+/// measured with the port's adapter for the backend; then removes it if asked to.
+fn measure_database(
+    args: &ImportClientArgs,
+    backend: DatabaseBackend,
+) -> anyhow::Result<(FsInfo, FilesSize)> {
     // Opening an empty directory would create a database rather than measure one.
     let entries = std::fs::read_dir(&args.db_dir)
         .with_context(|| format!("reading {}", args.db_dir.display()))?;
@@ -349,7 +388,19 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         destroy_database_dir(&args.db_dir)
             .with_context(|| format!("removing {}", args.db_dir.display()))?;
     }
+    Ok((fs, size))
+}
 
+/// The client's report row, `lighthouse:<backend>@<filesystem>`: its batch times, slashings
+/// (checked against the fixture's injected ones), peak RSS and database size.
+fn client_row(
+    args: &ImportClientArgs,
+    manifest: &Manifest,
+    client: ClientRun,
+    backend: DatabaseBackend,
+    fs: FsInfo,
+    size: FilesSize,
+) -> BackendResult {
     let replayed = client.batches.len() as u64;
     let interrupted = client.elapsed_s.is_none();
     let mut found = SlashingsFound::default();
@@ -359,10 +410,10 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         found.list.extend(summarise(b.index, slashings));
     }
     let expected_slashings =
-        expected_within(&manifest, replayed).map(|e| check_expected(&e, &found.list));
+        expected_within(manifest, replayed).map(|e| check_expected(&e, &found.list));
     let walls: Vec<f64> = client.batches.iter().map(|b| b.wall_ms).collect();
     let wall = Summary::of(&walls);
-    let row = BackendResult {
+    BackendResult {
         name: format!("lighthouse:{}@{}", backend.name(), fs.label()),
         backend: backend.name().into(),
         filesystem: fs.label(),
@@ -387,23 +438,34 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         interrupted,
         client: Some(format!("lighthouse {}", client.settings.lighthouse)),
         ..BackendResult::default()
-    };
+    }
+}
+
+/// The one-row run of the report: the client's row, the fixture, the runner's settings (with
+/// Lighthouse's defaults for the rest), this machine and a note on what was measured.
+fn client_run(
+    args: &ImportClientArgs,
+    manifest: &Manifest,
+    settings: &ClientSettings,
+    row: BackendResult,
+) -> anyhow::Result<Run> {
     let correctness = report::correctness(&[&row]);
-    let run = Run {
+    let interrupted = row.interrupted;
+    Ok(Run {
         started_unix_s: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         command: std::env::args().collect(),
         fixture: FixtureInfo::new(
             &args.fixture,
-            &manifest,
+            manifest,
             manifest.contents.batch_count,
-            client.settings.batches.min(manifest.contents.batch_count),
+            settings.batches.min(manifest.contents.batch_count),
         )?,
         slasher_config: SlasherConfigInfo {
-            chunk_size: client.settings.chunk,
-            validator_chunk_size: client.settings.validator_chunk,
-            history_length: client.settings.history,
+            chunk_size: settings.chunk,
+            validator_chunk_size: settings.validator_chunk,
+            history_length: settings.history,
             // The runner keeps Lighthouse's defaults for what it is not given.
             attestation_root_cache_size: DEFAULT_ATTESTATION_ROOT_CACHE_SIZE.get(),
             max_db_size_mbs: DEFAULT_MAX_DB_SIZE_MBS,
@@ -421,7 +483,7 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
              (filenames()); not measured (n/m): commit, storage, bytes written, device bytes; \
              `build` is slasher-bench's, not the runner's",
             name = row.name,
-            rev = client.settings.lighthouse
+            rev = settings.lighthouse
         )],
         backends: vec![row],
         failures: Vec::new(),
@@ -429,25 +491,7 @@ pub fn run(args: ImportClientArgs) -> anyhow::Result<()> {
         interrupted,
         interrupted_by: None,
         not_started: Vec::new(),
-    };
-    let report = Report {
-        schema: REPORT_SCHEMA.into(),
-        generated_by: format!("slasher-bench {}", env!("CARGO_PKG_VERSION")),
-        runs: vec![run],
-    };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    report::write_outputs(&report, &args.out)?;
-    let row = &report.runs[0].backends[0];
-    eprintln!(
-        "{}: {} batches, median {:.1} ms, {} slashings; report in {}",
-        row.name,
-        row.batches.len(),
-        row.median_batch_ms,
-        row.slashings.attester + row.slashings.proposer,
-        args.out.display()
-    );
-    Ok(())
+    })
 }
 
 #[cfg(test)]

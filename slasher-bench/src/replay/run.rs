@@ -13,7 +13,7 @@ use crate::system::interrupt::Interrupt;
 use crate::system::outdir::OutDir;
 use anyhow::{anyhow, bail, Context};
 use slasher_adapters::slasher::Config;
-use std::os::fd::AsRawFd as _;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -103,22 +103,8 @@ fn run_backend_child(
     // down as descriptors: no name of the child's ever exists in --out, so none can be
     // planted, and nothing is left there whatever ends the run. Where the filesystem has no
     // O_TMPFILE, named files under unpredictable names instead.
-    let unnamed = [(); 3].map(|()| out.create_unnamed());
-    let unnamed = match unnamed {
-        [Ok(r), Ok(s), Ok(e)] => Some([r, s, e]),
-        _ => None,
-    };
-    let inherited = match &unnamed {
-        Some(files) => {
-            let mut fds = Vec::new();
-            for f in files {
-                // dup: a copy without close-on-exec, for the child alone.
-                fds.push(rustix::io::dup(f).context("handing a file to the child")?);
-            }
-            Some(fds)
-        }
-        None => None,
-    };
+    let unnamed = unnamed_files(out);
+    let inherited = unnamed.as_ref().map(inheritable).transpose()?;
     let oom = OomWatch::start();
     let mut cmd = Command::new(exe);
     cmd.arg("replay")
@@ -145,65 +131,16 @@ fn run_backend_child(
         let list: Vec<String> = fds.iter().map(|f| f.as_raw_fd().to_string()).collect();
         cmd.arg("--child-fds").arg(list.join(","));
     }
-    if args.non_durable {
-        cmd.arg("--non-durable");
-    }
-    if args.no_progress {
-        cmd.arg("--no-progress");
-    }
-    if let Some(n) = args.sample_every {
-        cmd.arg("--sample-every").arg(n.to_string());
-    }
-    if let Some(n) = args.fill_epochs {
-        cmd.arg("--fill-epochs").arg(n.to_string());
-    }
-    if let Some(mib) = args.butter_cache_mib {
-        cmd.arg("--butter-cache-mib").arg(mib.to_string());
-    }
+    pass_on_options(&mut cmd, args);
     let mut child = cmd
         .spawn()
         .with_context(|| format!("running {}", exe.display()))?;
     drop(handle);
     drop(inherited);
-    let mut forwarded = false;
-    let status = loop {
-        if let Some(status) = child.try_wait().context("waiting for the child")? {
-            break status;
-        }
-        if interrupt.is_set() && !forwarded {
-            forwarded = true;
-            eprintln!(
-                "{}: stopping {} after its current batch (a second signal ends slasher-bench at \
-                 once)",
-                interrupt.signal_name(),
-                plan.backend
-            );
-            let pid = i32::try_from(child.id()).context("child pid")?;
-            // The child may have exited meanwhile (ESRCH): nothing to do then.
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), interrupt.signal());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // What the child wrote to its result (0), stream (1) or error (2) file.
-    let read = |which: usize, name: &str| -> Option<Vec<u8>> {
-        match &unnamed {
-            Some(files) => {
-                let mut data = Vec::new();
-                let mut file: &std::fs::File = files.get(which)?;
-                std::io::Read::read_to_end(&mut file, &mut data).ok()?;
-                Some(data)
-            }
-            None => out.read_own(name),
-        }
-    };
-    let read_result = || -> anyhow::Result<BackendResult> {
-        let bytes = read(0, result_name)
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| anyhow!("the child wrote no result file of this user's"))?;
-        Ok(serde_json::from_slice(&bytes)?)
-    };
+    let status = wait_forwarding_signals(&mut child, plan, interrupt)?;
+    let read = |which, name: &str| read_child_file(unnamed.as_ref(), out, which, name);
     let outcome = if status.success() {
-        match read_result() {
+        match parse_result(read(0, result_name)) {
             Ok(r) => ChildOutcome::Done(Box::new(r)),
             Err(e) => ChildOutcome::Failed(
                 format!(
@@ -215,12 +152,7 @@ fn run_backend_child(
             ),
         }
     } else {
-        let reason = read(2, &errors)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .filter(|t| !t.trim().is_empty())
-            .map(|t| t.trim().to_string())
-            .or_else(|| oom_killed(&status, oom.as_ref()))
-            .unwrap_or_else(|| "no reason given (see its output above)".to_string());
+        let reason = failure_reason(read(2, &errors), &status, oom.as_ref());
         ChildOutcome::Failed(
             format!(
                 "the {} child process failed ({status}): {reason}",
@@ -237,6 +169,113 @@ fn run_backend_child(
         }
     }
     Ok(outcome)
+}
+
+/// The child's three files (result, stream, error) as unnamed files in `out`, or `None` where
+/// its filesystem has no `O_TMPFILE`.
+fn unnamed_files(out: &OutDir) -> Option<[std::fs::File; 3]> {
+    match [(); 3].map(|()| out.create_unnamed()) {
+        [Ok(r), Ok(s), Ok(e)] => Some([r, s, e]),
+        _ => None,
+    }
+}
+
+/// Copies of the unnamed files for the child to inherit.
+fn inheritable(files: &[std::fs::File; 3]) -> anyhow::Result<Vec<OwnedFd>> {
+    let mut fds = Vec::new();
+    for f in files {
+        // dup: a copy without close-on-exec, for the child alone.
+        fds.push(rustix::io::dup(f).context("handing a file to the child")?);
+    }
+    Ok(fds)
+}
+
+/// Adds the replay's options that the child takes as given to the parent.
+fn pass_on_options(cmd: &mut Command, args: &ReplayArgs) {
+    if args.non_durable {
+        cmd.arg("--non-durable");
+    }
+    if args.no_progress {
+        cmd.arg("--no-progress");
+    }
+    if let Some(n) = args.sample_every {
+        cmd.arg("--sample-every").arg(n.to_string());
+    }
+    if let Some(n) = args.fill_epochs {
+        cmd.arg("--fill-epochs").arg(n.to_string());
+    }
+    if let Some(mib) = args.butter_cache_mib {
+        cmd.arg("--butter-cache-mib").arg(mib.to_string());
+    }
+}
+
+/// Waits for the child to exit, forwarding the first SIGINT/SIGTERM the parent gets to it.
+fn wait_forwarding_signals(
+    child: &mut std::process::Child,
+    plan: &Plan,
+    interrupt: &Interrupt,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let mut forwarded = false;
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for the child")? {
+            return Ok(status);
+        }
+        if interrupt.is_set() && !forwarded {
+            forwarded = true;
+            eprintln!(
+                "{}: stopping {} after its current batch (a second signal ends slasher-bench at \
+                 once)",
+                interrupt.signal_name(),
+                plan.backend
+            );
+            let pid = i32::try_from(child.id()).context("child pid")?;
+            // The child may have exited meanwhile (ESRCH): nothing to do then.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), interrupt.signal());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What the child wrote to its result (0), stream (1) or error (2) file: the unnamed file, or
+/// the file of this user's named `name` in `out`.
+fn read_child_file(
+    unnamed: Option<&[std::fs::File; 3]>,
+    out: &OutDir,
+    which: usize,
+    name: &str,
+) -> Option<Vec<u8>> {
+    match unnamed {
+        Some(files) => {
+            let mut data = Vec::new();
+            let mut file: &std::fs::File = files.get(which)?;
+            std::io::Read::read_to_end(&mut file, &mut data).ok()?;
+            Some(data)
+        }
+        None => out.read_own(name),
+    }
+}
+
+/// The child's result, from what it wrote to its result file.
+fn parse_result(bytes: Option<Vec<u8>>) -> anyhow::Result<BackendResult> {
+    let bytes = bytes
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| anyhow!("the child wrote no result file of this user's"))?;
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
+/// Why a child failed: the text of its error file, else the OOM killer's doing, else that it
+/// gave no reason.
+fn failure_reason(
+    error: Option<Vec<u8>>,
+    status: &std::process::ExitStatus,
+    oom: Option<&OomWatch>,
+) -> String {
+    error
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| t.trim().to_string())
+        .or_else(|| oom_killed(status, oom))
+        .unwrap_or_else(|| "no reason given (see its output above)".to_string())
 }
 
 /// Why a child that died by SIGKILL died, if the OOM killer killed in its cgroup meanwhile.

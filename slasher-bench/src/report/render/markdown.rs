@@ -7,9 +7,10 @@ use super::phase_tables::{
 };
 use crate::report::charts;
 use crate::report::gate::{first_disagreement, gate, groups, missing_expected};
-use crate::report::model::{BackendResult, BatchMerges, Report, Run};
+use crate::report::model::{BackendResult, BatchMerges, FillSummary, Report, Run};
 use crate::report::scale::render_scale;
 use crate::report::table::{baseline, mib, opt_mib, ratio};
+use crate::system::environment::Build;
 use std::fmt::Write as _;
 
 /// `report.md`.
@@ -34,129 +35,159 @@ pub fn render_markdown(report: &Report, charts: &[charts::Chart]) -> String {
     for (i, run) in report.runs.iter().enumerate() {
         render_run_status(&mut s, i, run);
     }
-    for ((sha, batches, settings), group) in groups(report) {
-        let name = report
-            .runs
-            .iter()
-            .find(|r| r.fixture.records_sha256 == sha)
-            .map_or("?", |r| r.fixture.name.as_str());
-        let _ = writeln!(s, "## Fixture `{name}`: {batches} batches; {settings}\n");
-        let only: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
-        match first_disagreement(&only) {
-            // Rows that replayed nothing agree on nothing: say so rather than pass.
-            None if only.iter().all(|r| r.batches.is_empty()) => {
-                let _ = writeln!(
-                    s,
-                    "Correctness gate: nothing compared: no row replayed a batch (a fill-only \
-                     run, `--batches 0 --fill-epochs N --keep-db`).\n"
-                );
-            }
-            None => {
-                let total: usize = only
-                    .first()
-                    .map_or(0, |r| r.slashings.attester + r.slashings.proposer);
-                let _ = writeln!(
-                    s,
-                    "Correctness gate: all {} rows found the same slashings in every batch \
-                     ({total} in total).\n",
-                    only.len()
-                );
-            }
-            Some(d) => {
-                let _ = writeln!(s, "Correctness gate: **FAILED**: {d}\n");
-            }
-        }
-        s.push_str(
-            "| run | backend | filesystem | durability | first batch | median | p99 | max | \
-             total s | median ×LMDB | p99 ×LMDB | first ×LMDB | total ×LMDB | median commit | \
-             DB MiB (apparent / allocated) | written MiB | device MiB | peak RSS MiB | slashings |\n",
-        );
-        s.push_str(
-            "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\
-             ---:|---:|\n",
-        );
-        for (run_index, r) in &group {
-            let base = baseline(r, &group);
-            let durability = if r.durable {
-                "durable".to_string()
-            } else {
-                format!("**NON-DURABLE** ({})", r.durability)
-            };
-            let _ = writeln!(
-                s,
-                "| {run_index} | {}{} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
-                 {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
-                r.name,
-                if r.interrupted {
-                    format!(" (**partial**: {} batches)", r.batches.len())
-                } else {
-                    String::new()
-                },
-                r.filesystem,
-                r.first_batch_ms,
-                r.median_batch_ms,
-                r.p99_batch_ms,
-                r.max_batch_ms,
-                r.total_s,
-                ratio(r.median_batch_ms, base.map(|b| b.median_batch_ms)),
-                ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
-                ratio(r.first_batch_ms, base.map(|b| b.first_batch_ms)),
-                ratio(r.total_s, base.map(|b| b.total_s)),
-                unless_client(r, format!("{:.2}", r.median_commit_ms)),
-                mib(r.db_bytes_final),
-                mib(r.db_allocated_bytes_final),
-                unless_client(r, mib(r.bytes_written)),
-                unless_client(r, opt_mib(r.device_bytes_written)),
-                opt_mib(r.peak_rss_bytes),
-                r.slashings.attester + r.slashings.proposer,
-            );
-        }
-        s.push('\n');
-        render_phases(&mut s, &group);
-        render_clock(&mut s, &group);
-        render_cpu(&mut s, &group);
-        render_commit_parts(&mut s, &group);
-        render_client_pairs(&mut s, &group);
-        render_soak(&mut s, &group);
-        let expected: Vec<String> = group
-            .iter()
-            .filter_map(|(_, r)| {
-                let e = r.expected_slashings.as_ref()?;
-                Some(format!(
-                    "{}: {}/{} expected found, {} unexpected{}",
-                    r.name,
-                    e.found,
-                    e.expected,
-                    e.unexpected,
-                    if e.missing.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (missing: {})", e.missing.join("; "))
-                    }
-                ))
-            })
-            .collect();
-        if !expected.is_empty() {
-            let _ = writeln!(s, "Injected slashings (from the fixture manifest):\n");
-            for line in expected {
-                let _ = writeln!(s, "- {line}");
-            }
-            s.push('\n');
-        }
-        for chart in charts.iter().filter(|c| c.group == sha) {
-            let file = chart
-                .path
-                .file_name()
-                .and_then(|f| f.to_str())
-                .unwrap_or_default();
-            let _ = writeln!(s, "![{}]({file})\n", chart.title);
-        }
+    for (key, group) in groups(report) {
+        render_fixture_group(&mut s, report, charts, &key, &group);
     }
     render_scale(&mut s, report);
     for (i, run) in report.runs.iter().enumerate() {
         render_run_details(&mut s, i, run);
     }
     s
+}
+
+/// One fixture group's section: its heading, the correctness gate, the table of its rows, the
+/// per-phase tables, the injected slashings found and the charts.
+fn render_fixture_group(
+    s: &mut String,
+    report: &Report,
+    charts: &[charts::Chart],
+    (sha, batches, settings): &(String, u64, String),
+    group: &[(usize, &BackendResult)],
+) {
+    let name = report
+        .runs
+        .iter()
+        .find(|r| &r.fixture.records_sha256 == sha)
+        .map_or("?", |r| r.fixture.name.as_str());
+    let _ = writeln!(s, "## Fixture `{name}`: {batches} batches; {settings}\n");
+    render_group_gate(s, group);
+    render_rows_table(s, group);
+    render_phases(s, group);
+    render_clock(s, group);
+    render_cpu(s, group);
+    render_commit_parts(s, group);
+    render_client_pairs(s, group);
+    render_soak(s, group);
+    render_expected_slashings(s, group);
+    for chart in charts.iter().filter(|c| &c.group == sha) {
+        let file = chart
+            .path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        let _ = writeln!(s, "![{}]({file})\n", chart.title);
+    }
+}
+
+/// The group's correctness gate: the rows agree on every batch's slashings, or where they
+/// first differ (or that no row replayed a batch).
+fn render_group_gate(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let only: Vec<&BackendResult> = group.iter().map(|(_, r)| *r).collect();
+    match first_disagreement(&only) {
+        // Rows that replayed nothing agree on nothing: say so rather than pass.
+        None if only.iter().all(|r| r.batches.is_empty()) => {
+            let _ = writeln!(
+                s,
+                "Correctness gate: nothing compared: no row replayed a batch (a fill-only \
+                 run, `--batches 0 --fill-epochs N --keep-db`).\n"
+            );
+        }
+        None => {
+            let total: usize = only
+                .first()
+                .map_or(0, |r| r.slashings.attester + r.slashings.proposer);
+            let _ = writeln!(
+                s,
+                "Correctness gate: all {} rows found the same slashings in every batch \
+                 ({total} in total).\n",
+                only.len()
+            );
+        }
+        Some(d) => {
+            let _ = writeln!(s, "Correctness gate: **FAILED**: {d}\n");
+        }
+    }
+}
+
+/// The group's main table: a row per backend row with its batch times, their ratios to the
+/// LMDB baseline, commit, sizes, bytes written, peak RSS and slashings.
+fn render_rows_table(s: &mut String, group: &[(usize, &BackendResult)]) {
+    s.push_str(
+        "| run | backend | filesystem | durability | first batch | median | p99 | max | \
+         total s | median ×LMDB | p99 ×LMDB | first ×LMDB | total ×LMDB | median commit | \
+         DB MiB (apparent / allocated) | written MiB | device MiB | peak RSS MiB | slashings |\n",
+    );
+    s.push_str(
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\
+         ---:|---:|\n",
+    );
+    for (run_index, r) in group {
+        let base = baseline(r, group);
+        let durability = if r.durable {
+            "durable".to_string()
+        } else {
+            format!("**NON-DURABLE** ({})", r.durability)
+        };
+        let _ = writeln!(
+            s,
+            "| {run_index} | {}{} | {} | {durability} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | \
+             {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
+            r.name,
+            if r.interrupted {
+                format!(" (**partial**: {} batches)", r.batches.len())
+            } else {
+                String::new()
+            },
+            r.filesystem,
+            r.first_batch_ms,
+            r.median_batch_ms,
+            r.p99_batch_ms,
+            r.max_batch_ms,
+            r.total_s,
+            ratio(r.median_batch_ms, base.map(|b| b.median_batch_ms)),
+            ratio(r.p99_batch_ms, base.map(|b| b.p99_batch_ms)),
+            ratio(r.first_batch_ms, base.map(|b| b.first_batch_ms)),
+            ratio(r.total_s, base.map(|b| b.total_s)),
+            unless_client(r, format!("{:.2}", r.median_commit_ms)),
+            mib(r.db_bytes_final),
+            mib(r.db_allocated_bytes_final),
+            unless_client(r, mib(r.bytes_written)),
+            unless_client(r, opt_mib(r.device_bytes_written)),
+            opt_mib(r.peak_rss_bytes),
+            r.slashings.attester + r.slashings.proposer,
+        );
+    }
+    s.push('\n');
+}
+
+/// The fixture's injected slashings each row found, missed and found besides, for rows whose
+/// fixture names them.
+fn render_expected_slashings(s: &mut String, group: &[(usize, &BackendResult)]) {
+    let expected: Vec<String> = group
+        .iter()
+        .filter_map(|(_, r)| {
+            let e = r.expected_slashings.as_ref()?;
+            Some(format!(
+                "{}: {}/{} expected found, {} unexpected{}",
+                r.name,
+                e.found,
+                e.expected,
+                e.unexpected,
+                if e.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (missing: {})", e.missing.join("; "))
+                }
+            ))
+        })
+        .collect();
+    if !expected.is_empty() {
+        let _ = writeln!(s, "Injected slashings (from the fixture manifest):\n");
+        for line in expected {
+            let _ = writeln!(s, "- {line}");
+        }
+        s.push('\n');
+    }
 }
 
 /// The warnings at the top of `report.md`: an interrupted run and failed rows, with the reason.
@@ -202,9 +233,10 @@ fn render_run_status(s: &mut String, index: usize, run: &Run) {
     }
 }
 
+/// A run's environment: the command, the fixture, the slasher's settings, the machine, the
+/// build, each row's filesystem (and fill), its merges and memory, its failures and notes.
 fn render_run_details(s: &mut String, index: usize, run: &Run) {
     let m = &run.machine;
-    let b = &run.build;
     let c = &run.slasher_config;
     let _ = writeln!(s, "## Run {index}: environment\n");
     let _ = writeln!(s, "- command: `{}`", run.command.join(" "));
@@ -240,6 +272,29 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
             r as f64 / (1u64 << 30) as f64
         )),
     );
+    render_build(s, &run.build);
+    for r in &run.backends {
+        render_row_filesystem(s, r);
+    }
+    for r in &run.backends {
+        render_merges(s, r);
+        render_engine_memory(s, r);
+    }
+    for failure in &run.failures {
+        let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
+    }
+    if !run.notes.is_empty() {
+        let _ = writeln!(s, "\nWhat the numbers mean:\n");
+        for note in &run.notes {
+            let _ = writeln!(s, "- {note}");
+        }
+    }
+    s.push('\n');
+}
+
+/// The build lines of a run's environment: profile and revision (with a warning for a build
+/// that is not a release one) and the crates' versions.
+fn render_build(s: &mut String, b: &Build) {
     let _ = writeln!(
         s,
         "- build: {} profile, git {}{}",
@@ -263,66 +318,60 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
         .map(|v| format!("{} {}", v.name, v.version))
         .collect();
     let _ = writeln!(s, "- crates: {}", versions.join(", "));
-    for r in &run.backends {
-        let f = &r.fs;
-        let _ = writeln!(
-            s,
-            "- `{}`: {} (statfs magic {}) at {}, mounted on {} from {}{} with `{}` / `{}`; \
-             database in {}; durable: {}",
-            r.name,
-            f.fs_type,
-            f.magic,
-            f.path.display(),
-            f.mount_point
-                .as_ref()
-                .map_or("?".into(), |p| p.display().to_string()),
-            f.device.as_deref().unwrap_or("?"),
-            f.loop_backing_file
-                .as_ref()
-                .map_or(String::new(), |b| format!(" (loop file {b})")),
-            f.mount_options.as_deref().unwrap_or("?"),
-            f.super_options.as_deref().unwrap_or("?"),
-            r.db_dir.display(),
-            r.durable
-        );
-        if let Some(fill) = &r.fill {
-            let written: u64 = fill.report.entries.iter().sum();
-            let _ = writeln!(
-                s,
-                "- `{}` was filled before its batches (`--fill-epochs`) with {} epochs of \
-                 regular chain over {} validators, epochs {}..={}: {} entries, {:.0} MiB of keys \
-                 and values, {} commits, in {:.1} s (passes {:.1} / {:.1} / {:.1} s), then a \
-                 sync of {:.1} s; the row's figures (peak RSS included) start after it",
-                r.name,
-                fill.epochs,
-                fill.validators,
-                fill.first_epoch,
-                fill.first_epoch + fill.epochs - 1,
-                written,
-                fill.report.bytes as f64 / 1048576.0,
-                fill.report.commits,
-                fill.seconds,
-                fill.report.seconds[0],
-                fill.report.seconds[1],
-                fill.report.seconds[2],
-                fill.sync_seconds
-            );
-        }
+}
+
+/// A row's line in its run's environment: the filesystem, its mount and the database
+/// directory, then how the database was filled before the batches, if it was.
+fn render_row_filesystem(s: &mut String, r: &BackendResult) {
+    let f = &r.fs;
+    let _ = writeln!(
+        s,
+        "- `{}`: {} (statfs magic {}) at {}, mounted on {} from {}{} with `{}` / `{}`; \
+         database in {}; durable: {}",
+        r.name,
+        f.fs_type,
+        f.magic,
+        f.path.display(),
+        f.mount_point
+            .as_ref()
+            .map_or("?".into(), |p| p.display().to_string()),
+        f.device.as_deref().unwrap_or("?"),
+        f.loop_backing_file
+            .as_ref()
+            .map_or(String::new(), |b| format!(" (loop file {b})")),
+        f.mount_options.as_deref().unwrap_or("?"),
+        f.super_options.as_deref().unwrap_or("?"),
+        r.db_dir.display(),
+        r.durable
+    );
+    if let Some(fill) = &r.fill {
+        render_fill(s, &r.name, fill);
     }
-    for r in &run.backends {
-        render_merges(s, r);
-        render_engine_memory(s, r);
-    }
-    for failure in &run.failures {
-        let _ = writeln!(s, "- **FAILED** `{}`: {}", failure.backend, failure.error);
-    }
-    if !run.notes.is_empty() {
-        let _ = writeln!(s, "\nWhat the numbers mean:\n");
-        for note in &run.notes {
-            let _ = writeln!(s, "- {note}");
-        }
-    }
-    s.push('\n');
+}
+
+/// How a row's database was filled before its batches (`--fill-epochs`).
+fn render_fill(s: &mut String, name: &str, fill: &FillSummary) {
+    let written: u64 = fill.report.entries.iter().sum();
+    let _ = writeln!(
+        s,
+        "- `{}` was filled before its batches (`--fill-epochs`) with {} epochs of \
+         regular chain over {} validators, epochs {}..={}: {} entries, {:.0} MiB of keys \
+         and values, {} commits, in {:.1} s (passes {:.1} / {:.1} / {:.1} s), then a \
+         sync of {:.1} s; the row's figures (peak RSS included) start after it",
+        name,
+        fill.epochs,
+        fill.validators,
+        fill.first_epoch,
+        fill.first_epoch + fill.epochs - 1,
+        written,
+        fill.report.bytes as f64 / 1048576.0,
+        fill.report.commits,
+        fill.seconds,
+        fill.report.seconds[0],
+        fill.report.seconds[1],
+        fill.report.seconds[2],
+        fill.sync_seconds
+    );
 }
 
 /// One line on a row's own memory accounting, for a backend that keeps one: each figure's
