@@ -296,15 +296,17 @@ do_test() {
     log "butter_db generations left in the butter suite's TMPDIR: $butter_gens"
     ((butter_gens > 0)) || die "no butter_db generation in TMPDIR: the suite did not run on butter"
     # Every file that runs for both must pass the same number of tests (backend.rs is
-    # Lighthouse's LMDB/MDBX override test and compiles only with lmdb; butter_database_size.rs
-    # is the glue's own test of the size gauge, integration/lighthouse/database_size_test.rs,
-    # which compiles only with butter and must pass there).
+    # Lighthouse's LMDB/MDBX override test and compiles only with lmdb). The glue's own tests,
+    # butter_database_size.rs (the size gauge, integration/lighthouse/database_size_test.rs)
+    # and butter_memory_pressure.rs (the allocator function, memory_pressure_test.rs), compile
+    # only with butter and must pass there.
     awk '$1 == "lmdb" { want[$2] = $3 } $1 == "butter" { got[$2] = $3 }
         END { bad = 0
-              for (f in want) if (f != "backend.rs" && f != "butter_database_size.rs" && got[f] != want[f]) {
+              for (f in want) if (f != "backend.rs" && f !~ /^butter_/ && got[f] != want[f]) {
                   printf "%s: lmdb passed %d, butter %d\n", f, want[f], got[f]; bad = 1 }
-              if (got["butter_database_size.rs"] < 1) {
-                  print "butter_database_size.rs: the size gauge test did not pass on butter"; bad = 1 }
+              split("butter_database_size.rs butter_memory_pressure.rs", glue, " ")
+              for (i in glue) if (got[glue[i]] < 1) {
+                  printf "%s: the glue test did not pass on butter\n", glue[i]; bad = 1 }
               exit bad }' "$SUMMARY" || die "butter did not pass every test the control passed"
 }
 

@@ -15,7 +15,8 @@
 //! Under memory pressure the engine tells the process's allocator to give freed memory back at
 //! once, and when the pressure is gone that it may keep it again, through a function the
 //! program registers once with [`set_on_memory_pressure`] (the allocator is the process's, so
-//! the function is too); the replay registers one for jemalloc. Without one, nothing is said.
+//! the function is too); the replay and the Lighthouse glue each register one for jemalloc.
+//! Without one, nothing is said.
 //!
 //! The adapter keeps the engine's statistics about its commits ([`crate::stats`]): each
 //! commit's `butter_db::CommitInfo` is added to [`CommitStats`], which

@@ -4,7 +4,8 @@
 // part of Lighthouse: `scripts/lighthouse.sh` copies it into a Lighthouse checkout as
 // `slasher/src/database/butter_impl.rs` and wires it in beside Lighthouse's own backends. It
 // forwards every call to `slasher_adapters::butter`, which has the same shape as Lighthouse's
-// per-backend modules; the only work done here is converting types at the boundary.
+// per-backend modules; the only work done here is converting types at the boundary, and
+// registering the allocator's memory-pressure function (`jemalloc_on_memory_pressure`).
 #![cfg(feature = "butter")]
 
 use crate::{
@@ -56,6 +57,69 @@ pub fn database_size(path: &Path) -> Option<u64> {
     slasher_adapters::butter::database_size(path).ok().flatten()
 }
 
+/// butter_db's memory-pressure function for the beacon node's allocator, which
+/// [`Environment::new`] registers (`slasher_adapters::butter::set_on_memory_pressure`) before
+/// it opens a store; re-exported as `slasher::butter_on_memory_pressure` for its test.
+///
+/// The engine calls it with `true` when the process's cgroup holds more anonymous memory than
+/// half its limit, and with `false` once it is back under. Freed pages stay with jemalloc for
+/// `dirty_decay_ms` (then `muzzy_decay_ms`) before it returns them, and the cgroup counts them
+/// all that time. On `true` every arena's two decay times, and `arenas.*_decay_ms` (the times
+/// of arenas made later), become 0: an arena whose time is set to 0 purges its unused pages at
+/// once and from then on returns pages as they are freed. On `false` they go back to
+/// `opt.dirty_decay_ms` and `opt.muzzy_decay_ms`, the process's settings (jemalloc's defaults
+/// or what `_RJEM_MALLOC_CONF` says). A setting jemalloc refuses (an arena index not in use)
+/// is skipped: this only changes how soon memory is given back. It is the twin of
+/// `jemalloc_on_memory_pressure` in the butter_db project's slasher-bench/src/main.rs, written
+/// against the jemalloc control crate Lighthouse's malloc_utils uses, which patch.py adds to the
+/// slasher crate as `jemalloc_ctl` (jemalloc-ctl 0.5 at Lighthouse stable, tikv-jemalloc-ctl 0.6
+/// at unstable; the same safe `Access`/`AsName` API): a second crate that links jemalloc could
+/// not be built beside Lighthouse's.
+///
+/// Lighthouse makes jemalloc its global allocator on every target but Windows, and butter_db
+/// runs only on Linux, so in a beacon node this tunes the allocator that holds the memory. In a
+/// program whose global allocator is another (the slasher crate's own tests and examples), the
+/// jemalloc linked through this crate, under its prefixed symbols, allocates nothing: the
+/// function then tunes an idle allocator, which is harmless.
+pub fn jemalloc_on_memory_pressure(under: bool) {
+    use jemalloc_ctl::{arenas, Access, AsName};
+    let Ok(arena_count) = arenas::narenas::read() else {
+        return;
+    };
+    // (the process's setting, the default for new arenas, one arena's setting as a pattern
+    // whose index is replaced), for dirty then muzzy pages.
+    let settings = [
+        (
+            &b"opt.dirty_decay_ms\0"[..],
+            &b"arenas.dirty_decay_ms\0"[..],
+            &b"arena.0.dirty_decay_ms\0"[..],
+        ),
+        (
+            &b"opt.muzzy_decay_ms\0"[..],
+            &b"arenas.muzzy_decay_ms\0"[..],
+            &b"arena.0.muzzy_decay_ms\0"[..],
+        ),
+    ];
+    for (process, new_arenas, per_arena) in settings {
+        let ms: isize = if under {
+            0
+        } else {
+            match Access::read(process.name()) {
+                Ok(ms) => ms,
+                Err(_) => continue,
+            }
+        };
+        let _: Result<(), _> = Access::<isize>::write(new_arenas.name(), ms);
+        let Ok(mut mib) = per_arena.name().mib::<[usize; 3]>() else {
+            continue;
+        };
+        for arena in 0..arena_count as usize {
+            mib[1] = arena;
+            let _: Result<(), _> = Access::<isize>::write(&mib, ms);
+        }
+    }
+}
+
 /// A butter_db store: a btrfs subvolume per generation under `config.database_path`. Boxed:
 /// the store is a few hundred bytes, and Lighthouse's `Environment` enum holds it inline.
 #[derive(Debug)]
@@ -98,6 +162,10 @@ impl Environment {
                 ),
             )));
         }
+        // Before the open, which hands the registered function to the store. The first
+        // registration in the process wins, so this registers once, and not at all if the
+        // program registered its own function first.
+        butter::set_on_memory_pressure(jemalloc_on_memory_pressure);
         let backend_config = BackendConfig {
             max_db_size_mbs: config.max_db_size_mbs,
             ..BackendConfig::new(&config.database_path)

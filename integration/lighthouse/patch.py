@@ -24,6 +24,8 @@ if the tree carries a butter integration it has no record of; it then says what 
 The edits, all in the checkout (none of Lighthouse's text is kept in this repository):
   slasher/src/database/butter_impl.rs  copied from this directory;
   slasher/tests/butter_database_size.rs  copied from database_size_test.rs (butter builds only);
+  slasher/tests/butter_memory_pressure.rs  copied from memory_pressure_test.rs (butter builds
+                                       only): the glue registers its allocator function;
   slasher/src/database.rs              `pub(crate) mod butter_impl;` next to `mod redb_impl;`;
   slasher/src/database/interface.rs    a `Butter` twin of every redb variant and match arm;
   slasher/src/config.rs                `DatabaseBackend::Butter` (CLI value `butter`), which is
@@ -32,11 +34,17 @@ The edits, all in the checkout (none of Lighthouse's text is kept in this reposi
   slasher/src/lib.rs, slasher/tests/*  `butter` joins the "any backend" feature gates;
   slasher/src/lib.rs                   `butter_database_size`: the glue's size of a butter
                                        database (`None` without one, or without the feature);
+                                       with the feature, `butter_on_memory_pressure`: the
+                                       glue's allocator function, for its test;
   slasher/service/src/service.rs       the `slasher_database_size` gauge asks it first, then
                                        falls back to Lighthouse's own `size_of_dir` (which
                                        counts only top-level files, a few KB for butter);
-  slasher/Cargo.toml                   feature `butter` and the path dependency on ADAPTERS_DIR
-                                       with default features off (no second LMDB/MDBX/redb);
+  slasher/Cargo.toml                   feature `butter`: the path dependency on ADAPTERS_DIR
+                                       with default features off (no second LMDB/MDBX/redb),
+                                       and as `jemalloc-ctl` the jemalloc control crate and
+                                       version common/malloc_utils/Cargo.toml names (read, not
+                                       edited: jemalloc-ctl 0.5 at stable, tikv-jemalloc-ctl 0.6
+                                       at unstable), for the glue's memory-pressure function;
                                        serde_json (the workspace's) as a dev-dependency, for
                                        the replay runner example's JSON lines;
   lighthouse/Cargo.toml                feature `slasher-butter`;
@@ -66,7 +74,11 @@ COPIED = [
     (IMPL, "butter_impl.rs"),
     ("slasher/tests/butter_database_size.rs", "database_size_test.rs"),
     (f"{SIM}/src/butter_slashing_sim.rs", "slashing_sim.rs"),
+    ("slasher/tests/butter_memory_pressure.rs", "memory_pressure_test.rs"),
 ]
+# Lighthouse's allocator code and the jemalloc control crates it may name (one of them).
+MALLOC_UTILS = "common/malloc_utils/Cargo.toml"
+JEMALLOC_CTL = ("jemalloc-ctl", "tikv-jemalloc-ctl")
 
 
 class Moved(Exception):
@@ -194,6 +206,24 @@ def pins(tree):
     return out
 
 
+def jemalloc_ctl_dep(tree):
+    """The slasher's dependency line `jemalloc-ctl = { package = ..., version = ..., optional =
+    true }` for the crate and version Lighthouse's malloc_utils names in its [dependencies]:
+    Lighthouse's own jemalloc, so the lockfile gains no package (a second crate that links
+    jemalloc could not be built beside it). The glue calls the crate `jemalloc_ctl` whichever
+    it is; both have the same safe API."""
+    text = tree.text(MALLOC_UTILS)
+    named = [c for c in JEMALLOC_CTL if re.search(rf"^{re.escape(c)}\s*=", text, re.M)]
+    if len(named) != 1:
+        raise Moved(f"{MALLOC_UTILS}: expected an entry for one of {', '.join(JEMALLOC_CTL)}, found {named or 'none'}")
+    lines, i = tree.toml_entry(MALLOC_UTILS, "dependencies", named[0])
+    value = lines[i].split("=", 1)[1].strip()
+    m = re.match(r'"([^"]+)"', value) or re.search(r'\bversion\s*=\s*"([^"]+)"', value)
+    if not m:
+        raise Moved(f"{MALLOC_UTILS}: the entry `{named[0]}` in [dependencies] names no version")
+    return f'jemalloc-ctl = {{ package = "{named[0]}", version = "{m.group(1)}", optional = true }}'
+
+
 def head(path):
     r = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else None
@@ -260,6 +290,8 @@ def patch(tree, here, adapters, deps):
         "pub use error::Error;\n"
         '#[cfg(feature = "butter")]\n'
         "pub use database::butter_impl::database_size as butter_database_size;\n"
+        '#[cfg(feature = "butter")]\n'
+        "pub use database::butter_impl::jemalloc_on_memory_pressure as butter_on_memory_pressure;\n"
         "/// Without the butter backend there is no butter database to measure.\n"
         '#[cfg(not(feature = "butter"))]\n'
         "pub fn butter_database_size(_path: &std::path::Path) -> Option<u64> {\n"
@@ -278,15 +310,19 @@ def patch(tree, here, adapters, deps):
     for name in ["attester_slashings", "proposer_slashings", "random", "wrap_around"]:
         tree.replace(f"slasher/tests/{name}.rs", f"#![cfg({ANY_OLD})]", f"#![cfg({ANY_NEW})]")
 
-    # Cargo: the feature and the dependency on this repository's adapter crate, each after the
-    # redb entry of its table (whatever redb's version).
+    # Cargo: the feature, the dependency on this repository's adapter crate and the jemalloc
+    # control crate for the glue's allocator function, after the redb entry of each table
+    # (whatever redb's version).
     adapters_dep = (
         f'slasher-adapters = {{ path = "{adapters}", default-features = false, '
         'features = ["butter"], optional = true }'
     )
     slasher = "slasher/Cargo.toml"
-    tree.insert_after(slasher, "features", "redb", [MARKER, 'butter = ["dep:slasher-adapters"]'])
-    tree.insert_after(slasher, "dependencies", "redb", [MARKER, adapters_dep])
+    jemalloc_dep = jemalloc_ctl_dep(tree)
+    tree.insert_after(
+        slasher, "features", "redb", [MARKER, 'butter = ["dep:slasher-adapters", "dep:jemalloc-ctl"]']
+    )
+    tree.insert_after(slasher, "dependencies", "redb", [MARKER, adapters_dep, jemalloc_dep])
     # The replay runner (an example of the slasher crate) writes its rows as JSON lines.
     tree.insert_after_header(slasher, "dev-dependencies", [MARKER, "serde_json = { workspace = true }"])
     tree.insert_after(

@@ -120,6 +120,7 @@ fn tree(root: &Path, redb_version: &str, revs: &[String; 3]) {
         &root.join("lighthouse/Cargo.toml"),
         "[features]\nslasher-redb = [\"slasher/redb\"]\n",
     );
+    malloc_utils(root, JEMALLOC_CTL_STABLE);
     write(
         &root.join("slasher/src/database.rs"),
         "mod lmdb_impl;\nmod redb_impl;\n",
@@ -178,6 +179,25 @@ fn tree(root: &Path, redb_version: &str, revs: &[String; 3]) {
             &format!("#![cfg({ANY_OLD})]\n"),
         );
     }
+}
+
+/// Lighthouse's jemalloc control crate as stable names it in malloc_utils, and as unstable does.
+const JEMALLOC_CTL_STABLE: &str = r#"jemalloc-ctl = { version = "0.5.0", optional = true }"#;
+const JEMALLOC_CTL_UNSTABLE: &str =
+    r#"tikv-jemalloc-ctl = { version = "0.6.0", optional = true, features = ["stats"] }"#;
+
+/// The synthetic `common/malloc_utils/Cargo.toml` with `entry` in its [dependencies] (and the
+/// allocator itself in a target table, whose name the glue must not take for the control
+/// crate).
+fn malloc_utils(root: &Path, entry: &str) {
+    write(
+        &root.join("common/malloc_utils/Cargo.toml"),
+        &format!(
+            "[package]\nname = \"malloc_utils\"\n\n[dependencies]\nlibc = \"0.2.79\"\n{entry}\n\n\
+             [target.'cfg(target_os = \"linux\")'.dependencies]\n\
+             jemallocator = {{ version = \"0.5.0\", optional = true }}\n"
+        ),
+    );
 }
 
 /// Every file under `root` (but `.git`) and its text.
@@ -309,21 +329,37 @@ fn rerun_brings_the_tree_to_the_current_options() {
 }
 
 /// The Cargo anchors are the `redb` entries of [features] and [dependencies] whatever redb's
-/// version (stable pins "2.1", unstable "2.1.4"); the Rust edits land once each.
+/// version (stable pins "2.1", unstable "2.1.4"), and malloc_utils' jemalloc control crate
+/// whichever it is (stable: jemalloc-ctl 0.5, unstable: tikv-jemalloc-ctl 0.6), which the
+/// slasher gets as `jemalloc-ctl`; the Rust edits land once each.
 #[test]
 fn anchors_key_on_structure() {
     if !tools("anchors_key_on_structure") {
         return;
     }
-    for version in ["2.1", "2.1.4"] {
+    for (version, malloc_entry, jemalloc_ctl) in [
+        (
+            "2.1",
+            JEMALLOC_CTL_STABLE,
+            r#"package = "jemalloc-ctl", version = "0.5.0""#,
+        ),
+        (
+            "2.1.4",
+            JEMALLOC_CTL_UNSTABLE,
+            r#"package = "tikv-jemalloc-ctl", version = "0.6.0""#,
+        ),
+    ] {
         let dir = work_dir(&format!("anchors-{version}"));
         let root = dir.join("lighthouse");
         tree(&root, version, &Default::default());
+        malloc_utils(&root, malloc_entry);
+        let malloc_before =
+            fs::read_to_string(root.join("common/malloc_utils/Cargo.toml")).unwrap();
         patch(&root, None);
         let slasher = fs::read_to_string(root.join("slasher/Cargo.toml")).unwrap();
         let features = slasher.split("[dependencies]").next().unwrap();
         assert!(
-            features.contains("redb = [\"dep:redb\"]\n# butter_db integration (scripts/lighthouse.sh)\nbutter = [\"dep:slasher-adapters\"]\n"),
+            features.contains("redb = [\"dep:redb\"]\n# butter_db integration (scripts/lighthouse.sh)\nbutter = [\"dep:slasher-adapters\", \"dep:jemalloc-ctl\"]\n"),
             "redb {version}: no butter feature after redb's:\n{slasher}"
         );
         assert!(
@@ -333,13 +369,26 @@ fn anchors_key_on_structure() {
             "redb {version}: no adapters dependency after redb's:\n{slasher}"
         );
         assert!(
+            slasher.contains(&format!(
+                "\njemalloc-ctl = {{ {jemalloc_ctl}, optional = true }}\n"
+            )),
+            "redb {version}: not malloc_utils' jemalloc control crate:\n{slasher}"
+        );
+        assert_eq!(
+            fs::read_to_string(root.join("common/malloc_utils/Cargo.toml")).unwrap(),
+            malloc_before,
+            "patch.py edited malloc_utils, which it only reads"
+        );
+        assert!(
             slasher.contains("[dev-dependencies]\n# butter_db integration (scripts/lighthouse.sh)\nserde_json = { workspace = true }\n"),
             "redb {version}: no serde_json dev-dependency for the replay runner:\n{slasher}"
         );
         let interface = fs::read_to_string(root.join("slasher/src/database/interface.rs")).unwrap();
         assert_eq!(interface.matches("Butter(butter_impl::Item").count(), 20);
         assert!(root.join("slasher/src/database/butter_impl.rs").is_file());
-        assert!(root.join("slasher/tests/butter_database_size.rs").is_file());
+        for test in ["butter_database_size.rs", "butter_memory_pressure.rs"] {
+            assert!(root.join("slasher/tests").join(test).is_file(), "{test}");
+        }
         // The size gauge asks the glue first, and the glue's function exists in every build.
         let service = fs::read_to_string(root.join("slasher/service/src/service.rs")).unwrap();
         assert!(
@@ -348,6 +397,10 @@ fn anchors_key_on_structure() {
         );
         let lib = fs::read_to_string(root.join("slasher/src/lib.rs")).unwrap();
         assert_eq!(lib.matches("butter_database_size").count(), 2, "{lib}");
+        assert!(
+            lib.contains("#[cfg(feature = \"butter\")]\npub use database::butter_impl::jemalloc_on_memory_pressure as butter_on_memory_pressure;\n"),
+            "{lib}"
+        );
         assert!(
             lib.contains("#[cfg(not(feature = \"butter\"))]\npub fn butter_database_size("),
             "{lib}"
@@ -376,8 +429,24 @@ fn moved_or_edited_trees_are_refused_unchanged() {
         "{err}"
     );
     assert_eq!(snapshot(&root), before, "a refused run changed the tree");
-
     write(&features, "[features]\nslasher-redb = [\"slasher/redb\"]\n");
+
+    // malloc_utils without a jemalloc control crate the glue knows.
+    malloc_utils(
+        &root,
+        r#"jemalloc-control = { version = "0.7.0", optional = true }"#,
+    );
+    let before = snapshot(&root);
+    let err = refused(&run(&[&root, &adapters()]));
+    assert!(
+        err.contains("has moved")
+            && err.contains("common/malloc_utils/Cargo.toml")
+            && err.contains("jemalloc-ctl, tikv-jemalloc-ctl"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused run changed the tree");
+    malloc_utils(&root, JEMALLOC_CTL_STABLE);
+
     patch(&root, None);
     let slasher = root.join("slasher/Cargo.toml");
     write(
