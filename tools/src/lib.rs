@@ -482,7 +482,6 @@ fn receive_stream(
     {
         return Ok(());
     }
-    // Its messages name the private mount; the user knows the directory as `shown`.
     if said.contains("not reachable") {
         // btrfs receive looks an incremental stream's parent up by identity on the whole
         // filesystem, and can only use one inside the mount: one received earlier in this

@@ -231,12 +231,12 @@ impl NewCopy {
 
     /// Creates `DEST/butter.receive`, a subvolume of its own, for `btrfs receive` (or finds
     /// the one an earlier stream of this restore made) and returns it opened. `btrfs receive`
-    /// is given it bind-mounted in a namespace of its own ([`crate::fs::output_in_private_mount`]),
+    /// is given it mounted in a namespace of its own ([`crate::fs::output_in_private_mount`]),
     /// so no path it uses leads through a directory another user can write; it is a subvolume
     /// so that `btrfs receive` finds an incremental stream's parent inside that mount.
     ///
     /// # Errors
-    /// I/O; [`Error::Foreign`] if something else has the name.
+    /// I/O; [`Error::ForeignEntry`] if something else has the name.
     pub fn receive_subvolume(&self) -> Result<OwnedFd> {
         let dir = self.held.via().join(RECEIVE_DIR);
         let shown = |e| self.held.shown(e);
