@@ -744,12 +744,13 @@ fn receive_streams(
     dest: &Path,
 ) -> Result<()> {
     let received = copy.receive_subvolume()?;
+    let shown = dest.join(butter_db::admin::RECEIVE_DIR);
+    let left = "nothing was left in the destination";
     let mut newest = None;
     // The generation each stream brought, which must grow from stream to stream.
     let mut last: Option<(u64, String)> = None;
     for (s, file) in sources.iter().zip(opened) {
         let before = copy.received()?;
-        let left = "nothing was left in the destination";
         // A stream file is read from what was opened above (receive's standard input).
         let input = file.map_or_else(Stdio::inherit, |(f, _)| Stdio::from(f));
         let name = if s.as_os_str() == "-" {
@@ -757,13 +758,7 @@ fn receive_streams(
         } else {
             s.display().to_string()
         };
-        receive_stream(
-            received.as_fd(),
-            &dest.join(butter_db::admin::RECEIVE_DIR),
-            &name,
-            input,
-            left,
-        )?;
+        receive_stream(received.as_fd(), &shown, &name, input, left)?;
         let after = copy.received()?;
         let Some(new) = after.into_iter().find(|p| !before.contains(p)) else {
             return Err(ToolError::BadSources(format!(
