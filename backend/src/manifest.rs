@@ -4,25 +4,32 @@
 //! MANIFEST (live/MANIFEST, and so gen-N/MANIFEST)
 //! OFFSET   SIZE  DESCRIPTION
 //! 0        8     magic "BTRMANI1"
-//! 8        4     format version u32 (FORMAT_VERSION)
+//! 8        4     format version u32: 2 (FORMAT_VERSION), or 1 (still read; written back only
+//!                as it was read)
 //! 12       4     table format u32: 0 = segments (the only one read; 1 was SQLite files)
 //! 16       8     generation u64 (N of the gen-N snapshot this manifest is committed as)
 //! 24       8     next segment sequence number u64
 //! 32       4     table count u32
 //! 36       ...   per table:
 //!                  name_len u16 | name (UTF-8) | segment count u32 |
-//!                  per segment, newest first: seq u64 | file_len u64 | entry_count u64
+//!                  per segment, newest first: seq u64 | file_len u64 | entry_count u64 |
+//!                    (version 2 only:) min_key_len u16 | min_key | max_key_len u16 | max_key
 //! len-4    4     crc32 of bytes [0, len-4)
 //! ```
-//! All integers little-endian.
+//! All integers little-endian. Version 2 records each segment's smallest and largest key, so
+//! that opening the database needs no segment's index (`Segment::open_listed`): a segment's file
+//! is opened and its index read on first use. A version-1 manifest is read too; its segments
+//! are opened at once, as before, and the next commit writes version 2.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::segment::{le_u16, le_u32, le_u64};
+use crate::segment::{key_cmp, le_u16, le_u32, le_u64};
 
-/// Version of the manifest (and of the database as a whole).
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Version of the manifest (and of the database as a whole) this build writes.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The version before: no key range per segment. Still read.
+const KEYLESS_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"BTRMANI1";
 const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
@@ -33,11 +40,15 @@ const TABLE_COUNT_OFFSET: usize = NEXT_SEQ_OFFSET + 8;
 const TABLES_OFFSET: usize = TABLE_COUNT_OFFSET + 4;
 
 /// A segment as the manifest records it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SegmentMeta {
     pub(crate) seq: u64,
     pub(crate) file_len: u64,
     pub(crate) entries: u64,
+    /// Its smallest and largest key (both empty for a segment without entries, and in a
+    /// manifest of version 1, which does not record them: [`Manifest::keys_recorded`]).
+    pub(crate) min_key: Box<[u8]>,
+    pub(crate) max_key: Box<[u8]>,
 }
 
 /// One table's entry.
@@ -51,6 +62,9 @@ pub(crate) struct TableMeta {
 /// A decoded manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Manifest {
+    /// Whether each segment's key range is recorded (version 2; a commit always records it).
+    /// `false` only for a version-1 manifest as read, which encodes back as version 1.
+    pub(crate) keys_recorded: bool,
     pub(crate) table_format: u32,
     pub(crate) generation: u64,
     pub(crate) next_seq: u64,
@@ -60,8 +74,13 @@ pub(crate) struct Manifest {
 impl Manifest {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(64 + self.tables.len() * 64);
+        let version = if self.keys_recorded {
+            FORMAT_VERSION
+        } else {
+            KEYLESS_VERSION
+        };
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&version.to_le_bytes());
         b.extend_from_slice(&self.table_format.to_le_bytes());
         b.extend_from_slice(&self.generation.to_le_bytes());
         b.extend_from_slice(&self.next_seq.to_le_bytes());
@@ -74,6 +93,12 @@ impl Manifest {
                 b.extend_from_slice(&s.seq.to_le_bytes());
                 b.extend_from_slice(&s.file_len.to_le_bytes());
                 b.extend_from_slice(&s.entries.to_le_bytes());
+                if self.keys_recorded {
+                    for key in [&s.min_key, &s.max_key] {
+                        b.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                        b.extend_from_slice(key);
+                    }
+                }
             }
         }
         let crc = crc32fast::hash(&b);
@@ -104,7 +129,7 @@ impl Manifest {
             });
         }
         let version = le_u32(bytes, VERSION_OFFSET).ok_or_else(|| bad("no version"))?;
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != KEYLESS_VERSION {
             return Err(Error::UnsupportedFormatVersion {
                 path: path.into(),
                 found: version,
@@ -133,12 +158,26 @@ impl Manifest {
                 if seq >= next_seq {
                     return Err(bad("segment number beyond the next sequence number"));
                 }
+                at += 24;
+                let (mut min_key, mut max_key): (Box<[u8]>, Box<[u8]>) = Default::default();
+                if version == FORMAT_VERSION {
+                    for key in [&mut min_key, &mut max_key] {
+                        let klen = le_u16(body, at).ok_or_else(trunc)? as usize;
+                        *key = body.get(at + 2..at + 2 + klen).ok_or_else(trunc)?.into();
+                        at += 2 + klen;
+                    }
+                    let empty = min_key.is_empty() && max_key.is_empty();
+                    if (entries == 0 && !empty) || key_cmp(&min_key, &max_key).is_gt() {
+                        return Err(bad("a segment's key range does not fit its entries"));
+                    }
+                }
                 segments.push(SegmentMeta {
                     seq,
                     file_len,
                     entries,
+                    min_key,
+                    max_key,
                 });
-                at += 24;
             }
             tables.push(TableMeta {
                 name: name.to_string(),
@@ -149,6 +188,7 @@ impl Manifest {
             return Err(bad("trailing bytes after the table list"));
         }
         Ok(Manifest {
+            keys_recorded: version == FORMAT_VERSION,
             table_format,
             generation,
             next_seq,
@@ -161,8 +201,19 @@ impl Manifest {
 mod tests {
     use super::*;
 
+    fn seg(seq: u64, file_len: u64, entries: u64, keys: [&[u8]; 2]) -> SegmentMeta {
+        SegmentMeta {
+            seq,
+            file_len,
+            entries,
+            min_key: keys[0].into(),
+            max_key: keys[1].into(),
+        }
+    }
+
     fn sample() -> Manifest {
         Manifest {
+            keys_recorded: true,
             table_format: 0,
             generation: 42,
             next_seq: 10,
@@ -170,16 +221,9 @@ mod tests {
                 TableMeta {
                     name: "attesters".into(),
                     segments: vec![
-                        SegmentMeta {
-                            seq: 9,
-                            file_len: 100,
-                            entries: 3,
-                        },
-                        SegmentMeta {
-                            seq: 2,
-                            file_len: 5000,
-                            entries: 300,
-                        },
+                        seg(9, 100, 3, [b"", b"\x01\x02"]),
+                        seg(2, 5000, 300, [b"apple", b"pear"]),
+                        seg(1, 44, 0, [b"", b""]),
                     ],
                 },
                 TableMeta {
@@ -190,10 +234,45 @@ mod tests {
         }
     }
 
+    /// `m` as version 1 wrote it: without the key ranges.
+    fn keyless(mut m: Manifest) -> Manifest {
+        m.keys_recorded = false;
+        for s in m.tables.iter_mut().flat_map(|t| t.segments.iter_mut()) {
+            (s.min_key, s.max_key) = (Box::default(), Box::default());
+        }
+        m
+    }
+
     #[test]
     fn round_trip() {
         let m = sample();
         assert_eq!(Manifest::decode(&m.encode(), Path::new("m")).unwrap(), m);
+        assert_eq!(le_u32(&m.encode(), VERSION_OFFSET), Some(2));
+    }
+
+    #[test]
+    fn version_1_is_read_and_written_back_as_read() {
+        let old = keyless(sample());
+        let bytes = old.encode();
+        assert_eq!(le_u32(&bytes, VERSION_OFFSET), Some(1));
+        // Version 2 adds two key lengths (4 bytes) and the keys to each segment.
+        assert_eq!(bytes.len() + 3 * 4 + 11, sample().encode().len());
+        let read = Manifest::decode(&bytes, Path::new("m")).unwrap();
+        assert!(!read.keys_recorded);
+        assert_eq!(read, old);
+        assert_eq!(read.encode(), bytes);
+    }
+
+    #[test]
+    fn a_key_range_that_does_not_fit_is_refused() {
+        let mut m = sample();
+        m.tables[0].segments[1].min_key = b"zebra".as_slice().into();
+        let err = Manifest::decode(&m.encode(), Path::new("m")).unwrap_err();
+        assert!(err.to_string().contains("key range"), "{err}");
+        let mut m = sample();
+        m.tables[0].segments[2].max_key = b"k".as_slice().into();
+        let err = Manifest::decode(&m.encode(), Path::new("m")).unwrap_err();
+        assert!(err.to_string().contains("key range"), "{err}");
     }
 
     #[test]
@@ -215,15 +294,15 @@ mod tests {
     #[test]
     fn future_version_is_a_typed_error() {
         let mut b = sample().encode();
-        b[VERSION_OFFSET] = 2;
+        b[VERSION_OFFSET] = 3;
         let l = b.len();
         let crc = crc32fast::hash(&b[..l - 4]);
         b[l - 4..].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             Manifest::decode(&b, Path::new("m")),
             Err(Error::UnsupportedFormatVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             })
         ));

@@ -116,6 +116,69 @@ fn cache_indexes_and_transaction_stay_within_one_budget() {
     assert_within_budget(&env, "after its commit");
 }
 
+/// Segment files of the database in `dir` this process holds open.
+fn open_segment_files(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir) && target.extension().is_some_and(|x| x == "seg"))
+        .count()
+}
+
+#[test]
+fn reopening_reads_no_index_until_a_read_needs_it() {
+    let Some(dir) = common::btrfs_dir("budget-lazy-index") else {
+        return;
+    };
+    let open = || {
+        Env::builder(&dir.path)
+            .block_cache_bytes(CACHE)
+            .memory_cgroup(None)
+            .open()
+            .unwrap()
+    };
+    let keys = 30_000;
+    {
+        let env = open();
+        for name in ["a", "b"] {
+            let t = env.create_table(name).unwrap();
+            fill(&env, t, keys);
+        }
+        assert!(env.memory_use().index_bytes > 0);
+        assert!(open_segment_files(&dir.path) > 1);
+    }
+    assert_eq!(open_segment_files(&dir.path), 0, "closed");
+    let env = open();
+    assert_eq!(env.memory_use().index_bytes, 0, "reopened: no index read");
+    assert_eq!(
+        open_segment_files(&dir.path),
+        0,
+        "reopened: no segment file open"
+    );
+    let (a, b) = (env.table("a").unwrap(), env.table("b").unwrap());
+    // One key of table a: at most a's segments are read (those whose range holds it).
+    let r = env.begin_read();
+    assert_eq!(
+        r.get(a, &7u64.to_be_bytes()).unwrap().as_deref(),
+        Some(&value(7, 200)[..])
+    );
+    drop(r);
+    let after_one = env.memory_use().index_bytes;
+    let files_after_one = open_segment_files(&dir.path);
+    assert!(after_one > 0 && files_after_one > 0);
+    read_all(&env, a, keys);
+    let after_a = env.memory_use().index_bytes;
+    assert!(after_a >= after_one);
+    read_all(&env, b, keys);
+    let after_b = env.memory_use().index_bytes;
+    assert!(
+        after_b > after_a,
+        "table b's indexes load as b is read: {after_a} then {after_b}"
+    );
+    assert!(open_segment_files(&dir.path) > files_after_one);
+    assert_within_budget(&env, "after reading both tables");
+}
+
 /// A v1 memory cgroup's files, as far as the engine reads them: a limit and the anonymous
 /// memory charged.
 /// Calls of [`count_pressure`], the pressure function of the pressure test's environment (the

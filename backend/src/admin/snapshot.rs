@@ -406,7 +406,7 @@ impl Snapshot {
     /// else belongs to a committed generation.
     ///
     /// # Errors
-    /// I/O (the identity file's length).
+    /// I/O (the identity file's length, or opening a segment's file).
     pub fn files(&self) -> Result<Vec<GenerationFile<'_>>> {
         let mut files = Vec::new();
         for t in &self.tables {
@@ -414,7 +414,7 @@ impl Snapshot {
                 files.push(GenerationFile {
                     name: segment::file_name(s.seq),
                     len: s.file_len,
-                    file: s.file(),
+                    file: s.file()?,
                 });
             }
         }

@@ -238,6 +238,7 @@ impl Env {
     /// Step 3: the new manifest, written beside the old one and renamed over it.
     fn step3_write_manifest(&self, writer: &WriterState, draft: &mut Draft) -> Result<()> {
         let manifest = Manifest {
+            keys_recorded: true,
             table_format: SEGMENT_TABLE_FORMAT,
             generation: draft.generation,
             next_seq: writer.next_seq,
@@ -253,6 +254,8 @@ impl Env {
                             seq: s.seq,
                             file_len: s.file_len,
                             entries: s.entries,
+                            min_key: s.min_key.clone(),
+                            max_key: s.max_key.clone(),
                         })
                         .collect(),
                 })
@@ -310,7 +313,7 @@ impl Env {
         *self.current.write() = version.clone();
         self.old_generations.lock().push(base.generation);
         for s in &draft.retired {
-            self.cache.evict_segment(s.seq, s.block_count());
+            self.cache.evict_segment(s.seq, s.cacheable_blocks());
         }
         self.budget.observe();
         draft.info.memory = self.budget.usage();

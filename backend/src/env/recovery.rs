@@ -248,6 +248,7 @@ fn create_generation_zero(
     fs.write_new_file(&live_id, &id.encode(), file_mode)
         .map_err(|e| Error::io("write", &live_id, e))?;
     let manifest = Manifest {
+        keys_recorded: true,
         table_format: SEGMENT_TABLE_FORMAT,
         generation: 0,
         next_seq: 1,
@@ -296,7 +297,9 @@ fn newest_manifest(root: &Path, gens: &[u64], id: &DbId) -> Result<(u64, PathBuf
 }
 
 /// Open the segments `manifest` lists, in `live` (an error names the file in `newest_dir`,
-/// the generation it came from).
+/// the generation it came from). With the key ranges a manifest of version 2 records, only
+/// each file's length is checked here, and its index is read on first use; a manifest of
+/// version 1 has each segment's index read now, for its key range.
 fn open_tables(
     manifest: &Manifest,
     live: &Path,
@@ -309,8 +312,12 @@ fn open_tables(
         for s in &t.segments {
             let name = segment::file_name(s.seq);
             let path = live.join(&name);
-            let segment = Segment::open(path.clone(), s.seq, s.file_len, s.entries, cache.clone())
-                .map_err(|e| e.naming(&path, &newest_dir.join(&name)))?;
+            let segment = if manifest.keys_recorded {
+                Segment::open_listed(path.clone(), s, cache.clone())
+            } else {
+                Segment::open(path.clone(), s.seq, s.file_len, s.entries, cache.clone())
+            };
+            let segment = segment.map_err(|e| e.naming(&path, &newest_dir.join(&name)))?;
             segments.push(Arc::new(segment));
         }
         tables.push(TableVersion {

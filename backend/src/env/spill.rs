@@ -108,7 +108,7 @@ impl Env {
     pub(crate) fn discard_runs(&self, runs: &[Arc<Segment>]) -> Result<()> {
         let mut first_error = None;
         for s in runs {
-            self.cache.evict_segment(s.seq, s.block_count());
+            self.cache.evict_segment(s.seq, s.cacheable_blocks());
             let path = self.live.join(segment::file_name(s.seq));
             match self.fs.remove_file(&path) {
                 Ok(()) => {}

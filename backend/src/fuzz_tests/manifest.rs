@@ -5,19 +5,32 @@ use crate::fuzzing::decode_manifest;
 use crate::manifest::{Manifest, SegmentMeta, TableMeta};
 
 fn manifest_seeds() -> Vec<Seed> {
-    let seg = |seq, file_len, entries| SegmentMeta {
+    // Key ranges: empty for a segment without entries, else from the sequence number.
+    let seg = |seq: u64, file_len, entries| SegmentMeta {
         seq,
         file_len,
         entries,
+        min_key: if entries == 0 {
+            Box::default()
+        } else {
+            seq.to_be_bytes()[..7].into()
+        },
+        max_key: if entries == 0 {
+            Box::default()
+        } else {
+            (seq + entries).to_be_bytes().into()
+        },
     };
     let manifests = [
         Manifest {
+            keys_recorded: true,
             table_format: 0,
             generation: 1,
             next_seq: 1,
             tables: vec![],
         },
         Manifest {
+            keys_recorded: true,
             table_format: 0,
             generation: 42,
             next_seq: 10,
@@ -37,6 +50,7 @@ fn manifest_seeds() -> Vec<Seed> {
             ],
         },
         Manifest {
+            keys_recorded: true,
             table_format: 1,
             generation: u64::MAX - 1,
             next_seq: 0,
@@ -46,6 +60,7 @@ fn manifest_seeds() -> Vec<Seed> {
             }],
         },
         Manifest {
+            keys_recorded: true,
             table_format: 0,
             generation: 7,
             next_seq: 1000,
@@ -59,21 +74,46 @@ fn manifest_seeds() -> Vec<Seed> {
     ];
     manifests
         .iter()
-        .map(|m| {
-            let bytes = m.encode();
-            // Length and count fields: table count, then per table name length and segment
-            // count.
-            let mut fields = vec![(32, 4)];
-            let mut at = 36;
-            for t in &m.tables {
-                fields.push((at, 2));
-                at += 2 + t.name.len();
-                fields.push((at, 4));
-                at += 4 + 24 * t.segments.len();
-            }
-            Seed { bytes, fields }
+        .map(|m| Seed {
+            bytes: m.encode(),
+            fields: length_fields(m),
         })
+        .chain(manifests.iter().take(2).map(|m| {
+            // As version 1 wrote them (still read): no key ranges.
+            let mut m = m.clone();
+            m.keys_recorded = false;
+            for s in m.tables.iter_mut().flat_map(|t| t.segments.iter_mut()) {
+                (s.min_key, s.max_key) = Default::default();
+            }
+            Seed {
+                fields: length_fields(&m),
+                bytes: m.encode(),
+            }
+        }))
         .collect()
+}
+
+/// Where `m`'s length and count fields are in its encoding: the table count, then per table the
+/// name's length and the segment count, and (version 2) per segment its two keys' lengths.
+fn length_fields(m: &Manifest) -> Vec<(usize, usize)> {
+    let mut fields = vec![(32, 4)];
+    let mut at = 36;
+    for t in &m.tables {
+        fields.push((at, 2));
+        at += 2 + t.name.len();
+        fields.push((at, 4));
+        at += 4;
+        for s in &t.segments {
+            at += 24;
+            if m.keys_recorded {
+                for key in [&s.min_key, &s.max_key] {
+                    fields.push((at, 2));
+                    at += 2 + key.len();
+                }
+            }
+        }
+    }
+    fields
 }
 
 /// Recompute a manifest's trailing CRC.

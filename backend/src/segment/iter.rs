@@ -41,7 +41,7 @@ impl SegmentIter {
                 let Some(seg) = self.run.get(self.at) else {
                     return Ok(());
                 };
-                if self.block_index >= seg.block_count() {
+                if self.block_index >= seg.block_count()? {
                     if self.at + 1 >= self.run.len() {
                         return Ok(());
                     }
@@ -118,7 +118,10 @@ impl SegmentIter {
             None => {
                 self.block = None;
                 self.at = self.run.len().saturating_sub(1);
-                self.block_index = self.run.last().map_or(0, |s| s.block_count());
+                self.block_index = match self.run.last() {
+                    Some(s) => s.block_count()?,
+                    None => 0,
+                };
             }
         }
         Ok(())

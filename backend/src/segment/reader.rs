@@ -1,14 +1,16 @@
-//! [`Segment`]: an open segment file, its index in memory and its blocks read on demand.
+//! [`Segment`]: a segment file, its index in memory (read when it opens, or on first use) and its
+//! blocks read on demand.
 
 use std::cmp::Ordering;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::cache::BlockCache;
 use crate::error::{Error, Result};
+use crate::manifest::SegmentMeta;
 
 use super::block::{key_prefix, search_prefixed, Block};
 use super::format::{
@@ -41,28 +43,37 @@ pub(super) struct BlockLoc {
     pub(super) first_key: Box<[u8]>,
 }
 
-/// An open, immutable segment: its index in memory, its blocks read on demand through the
-/// shared block cache.
+/// An immutable segment: its key range, and its file and block index once loaded (at open, or
+/// on first use for a segment opened from the manifest's record, [`Segment::open_listed`]); its
+/// blocks are read on demand through the shared block cache.
 #[derive(Debug)]
 pub(crate) struct Segment {
     /// Sequence number; unique in the database, also the file name.
     pub(crate) seq: u64,
     pub(super) path: PathBuf,
-    pub(super) file: File,
     pub(crate) file_len: u64,
-    /// The format version its footer names (it says how the blocks are encoded).
-    pub(super) version: u32,
     pub(crate) entries: u64,
     pub(crate) min_key: Box<[u8]>,
     pub(crate) max_key: Box<[u8]>,
+    pub(super) cache: Arc<BlockCache>,
+    /// The open file and its block index, once loaded ([`Segment::index`]).
+    index: OnceLock<Index>,
+}
+
+/// A segment's open file and its block index in memory.
+#[derive(Debug)]
+pub(super) struct Index {
+    pub(super) file: File,
+    /// The format version its footer names (it says how the blocks are encoded).
+    pub(super) version: u32,
     pub(super) blocks: Vec<BlockLoc>,
     /// Each block's first key's [`key_prefix`], for [`search_prefixed`] without reaching into
     /// `blocks`' boxed keys.
     pub(super) first_prefixes: Box<[u64]>,
-    pub(super) cache: Arc<BlockCache>,
-    /// What `blocks`, `first_prefixes` and the two keys take in memory, counted in the
-    /// cache's [`BlockCache::index_bytes`] while the segment is open.
-    index_bytes: u64,
+    /// What `blocks` and `first_prefixes` take in memory, counted in the cache's
+    /// [`BlockCache::index_bytes`] while the index is loaded. (The segment's two keys are held
+    /// whether or not it is, and are not counted: a few dozen bytes a segment.)
+    bytes: u64,
 }
 
 /// Where a transaction's last point lookup in a segment ended. The slasher reads keys in
@@ -251,12 +262,13 @@ fn read_index(file: &File, path: &Path, footer: &Footer) -> Result<Vec<BlockLoc>
 
 impl Segment {
     /// The open segment file (for copying it byte for byte: `admin`'s export of a generation).
-    pub(crate) fn file(&self) -> &File {
-        &self.file
+    pub(crate) fn file(&self) -> Result<&File> {
+        Ok(&self.index()?.file)
     }
 
     /// Open a segment file and check it against what the manifest says about it: its length
-    /// and footer, its entry count, and its block index.
+    /// and footer, its entry count, and its block index. Its key range is read from its first
+    /// and last block.
     pub(crate) fn open(
         path: PathBuf,
         seq: u64,
@@ -264,47 +276,126 @@ impl Segment {
         expect_entries: u64,
         cache: Arc<BlockCache>,
     ) -> Result<Segment> {
-        let (file, file_len) = open_file(&path, expect_len)?;
-        let footer = read_footer(&file, &path, file_len)?;
-        let entries = footer.entries;
-        if entries != expect_entries {
-            return Err(Error::corrupted(
-                &path,
-                format!("{entries} entries, manifest says {expect_entries}"),
-            ));
-        }
-        if footer.index_offset.checked_add(footer.index_len as u64) != Some(footer.at) {
-            return Err(Error::corrupted(&path, "index does not end at the footer"));
-        }
-        let blocks = read_index(&file, &path, &footer)?;
-        if blocks.is_empty() != (entries == 0) {
-            return Err(Error::corrupted(
-                &path,
-                format!("{entries} entries in {} blocks", blocks.len()),
-            ));
-        }
         let mut seg = Segment {
             seq,
             path,
-            file,
-            file_len,
-            version: footer.version,
-            entries,
+            file_len: expect_len,
+            entries: expect_entries,
             min_key: Box::default(),
             max_key: Box::default(),
-            first_prefixes: blocks.iter().map(|b| key_prefix(&b.first_key)).collect(),
-            blocks,
             cache,
-            index_bytes: 0,
+            index: OnceLock::new(),
         };
-        if let Some(first) = seg.blocks.first() {
+        let index = seg.load_index()?;
+        if let Some(first) = index.blocks.first() {
             seg.min_key = first.first_key.clone();
-            let last = seg.block(seg.blocks.len() - 1)?;
+        }
+        if let Some(last) = seg.install(index).blocks.len().checked_sub(1) {
+            let last = seg.block(last)?;
             seg.max_key = last.key(last.len().saturating_sub(1)).into();
         }
-        seg.index_bytes = seg.index_heap_bytes();
-        seg.cache.count_index(seg.index_bytes, true);
         Ok(seg)
+    }
+
+    /// A segment as a manifest of version 2 lists it, its key range included: nothing is read
+    /// from the file but its length (it must be a file, not a symlink, of `meta.file_len`
+    /// bytes). The file is opened and its footer and index read and checked on first use
+    /// ([`Segment::index`]), so that opening a database reads no index and holds no segment
+    /// open that no one reads.
+    pub(crate) fn open_listed(
+        path: PathBuf,
+        meta: &SegmentMeta,
+        cache: Arc<BlockCache>,
+    ) -> Result<Segment> {
+        let stat =
+            std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat segment", &path, e))?;
+        if stat.file_type().is_symlink() {
+            return Err(Error::foreign(&path, "it is a symlink"));
+        }
+        if stat.len() != meta.file_len {
+            return Err(Error::corrupted(
+                &path,
+                format!(
+                    "length {}, manifest says {} (truncated?)",
+                    stat.len(),
+                    meta.file_len
+                ),
+            ));
+        }
+        Ok(Segment {
+            seq: meta.seq,
+            path,
+            file_len: meta.file_len,
+            entries: meta.entries,
+            min_key: meta.min_key.clone(),
+            max_key: meta.max_key.clone(),
+            cache,
+            index: OnceLock::new(),
+        })
+    }
+
+    /// The file and its block index, loaded now if they are not yet: a segment opened with
+    /// [`Segment::open_listed`] is checked here as [`Segment::open`] checks it, and its first
+    /// key against the manifest's (its last key is checked by [`Segment::verify`]).
+    pub(super) fn index(&self) -> Result<&Index> {
+        if let Some(index) = self.index.get() {
+            return Ok(index);
+        }
+        let index = self.load_index()?;
+        let first = index.blocks.first().map_or(&[][..], |b| &b.first_key[..]);
+        if first != &*self.min_key {
+            return Err(Error::corrupted(
+                &self.path,
+                "its first key is not the smallest key the manifest records for it",
+            ));
+        }
+        Ok(self.install(index))
+    }
+
+    /// Keep `index` as this segment's (unless another thread's load got there first) and count
+    /// it in the cache's index bytes.
+    fn install(&self, index: Index) -> &Index {
+        let bytes = index.bytes;
+        if self.index.set(index).is_ok() {
+            self.cache.count_index(bytes, true);
+        }
+        self.index
+            .get()
+            .expect("set just above, by this thread or another")
+    }
+
+    /// Open the file and read and check its footer and index against the length and entry count
+    /// this segment was opened with.
+    fn load_index(&self) -> Result<Index> {
+        let path = &self.path;
+        let (file, file_len) = open_file(path, self.file_len)?;
+        let footer = read_footer(&file, path, file_len)?;
+        let entries = footer.entries;
+        if entries != self.entries {
+            return Err(Error::corrupted(
+                path,
+                format!("{entries} entries, manifest says {}", self.entries),
+            ));
+        }
+        if footer.index_offset.checked_add(footer.index_len as u64) != Some(footer.at) {
+            return Err(Error::corrupted(path, "index does not end at the footer"));
+        }
+        let blocks = read_index(&file, path, &footer)?;
+        if blocks.is_empty() != (entries == 0) {
+            return Err(Error::corrupted(
+                path,
+                format!("{entries} entries in {} blocks", blocks.len()),
+            ));
+        }
+        let per_block = std::mem::size_of::<BlockLoc>() + std::mem::size_of::<u64>();
+        let keys: usize = blocks.iter().map(|b| b.first_key.len()).sum();
+        Ok(Index {
+            file,
+            version: footer.version,
+            first_prefixes: blocks.iter().map(|b| key_prefix(&b.first_key)).collect(),
+            bytes: (blocks.len() * per_block + keys) as u64,
+            blocks,
+        })
     }
 
     /// Load block `i` (from the cache, or from disk into the cache).
@@ -321,16 +412,18 @@ impl Segment {
         if let Some(b) = cached {
             return Ok(b);
         }
-        let loc = self
+        let index = self.index()?;
+        let loc = index
             .blocks
             .get(i)
             .ok_or_else(|| Error::corrupted(&self.path, format!("no block {i}")))?;
         let mut data = vec![0u8; loc.len as usize];
-        self.file
+        index
+            .file
             .read_exact_at(&mut data, loc.offset)
             .map_err(|e| Error::io("read segment block", &self.path, e))?;
         let block = Arc::new(
-            Block::decode(data, self.version, &self.path, loc.offset).map_err(|e| match e {
+            Block::decode(data, index.version, &self.path, loc.offset).map_err(|e| match e {
                 // Name the block by its number in the segment, beside its byte range.
                 Error::ChecksumMismatch {
                     path,
@@ -341,7 +434,7 @@ impl Segment {
                     ..
                 } => Error::ChecksumMismatch {
                     path,
-                    region: format!("block {i} of {}", self.blocks.len()),
+                    region: format!("block {i} of {}", index.blocks.len()),
                     offset,
                     len,
                     expected,
@@ -356,38 +449,23 @@ impl Segment {
         Ok(block)
     }
 
-    pub(crate) fn block_count(&self) -> usize {
-        self.blocks.len()
+    /// Its number of blocks (its index loaded if it is not yet).
+    pub(crate) fn block_count(&self) -> Result<usize> {
+        Ok(self.index()?.blocks.len())
     }
 
-    /// The heap bytes of its index: each block's location and first key, the key prefixes,
-    /// and the smallest and largest keys.
-    fn index_heap_bytes(&self) -> u64 {
-        let per_block = std::mem::size_of::<BlockLoc>() + std::mem::size_of::<u64>();
-        let keys: usize = self.blocks.iter().map(|b| b.first_key.len()).sum();
-        (self.blocks.len() * per_block + keys + self.min_key.len() + self.max_key.len()) as u64
+    /// The blocks it may have in the cache: its number of blocks, or 0 while its index is not
+    /// loaded (none of its blocks can be in the cache then: a block enters it only through a
+    /// loaded index, or as its segment is written, and a written segment is opened with
+    /// [`Segment::open`]).
+    pub(crate) fn cacheable_blocks(&self) -> usize {
+        self.index.get().map_or(0, |index| index.blocks.len())
     }
 
-    /// The block that would hold `key`, if any block could.
-    fn block_for(&self, key: &[u8]) -> Option<usize> {
-        let prefix = key_prefix(key);
-        let n = search_prefixed(&self.first_prefixes, prefix, |i| {
-            self.starts_at_or_before(i, key, prefix)
-        });
-        n.checked_sub(1)
-    }
-
-    /// Whether block `i` starts at or before `key`, whose [`key_prefix`] is `prefix` (false
-    /// past the last block).
-    fn starts_at_or_before(&self, i: usize, key: &[u8], prefix: u64) -> bool {
-        match self.first_prefixes.get(i).map(|p| p.cmp(&prefix)) {
-            Some(Ordering::Less) => true,
-            Some(Ordering::Equal) => self
-                .blocks
-                .get(i)
-                .is_some_and(|b| key_cmp(&b.first_key, key).is_le()),
-            Some(Ordering::Greater) | None => false,
-        }
+    /// Whether its index is loaded (tests of loading on first use).
+    #[cfg(test)]
+    pub(crate) fn index_loaded(&self) -> bool {
+        self.index.get().is_some()
     }
 
     /// Whether `key` is within this segment's key range.
@@ -424,17 +502,23 @@ impl Segment {
         if !self.may_contain(key) {
             return Ok(Probe::Absent);
         }
+        // Reading the index is reading from disk too.
+        let index = match (self.index.get(), load) {
+            (Some(index), _) => index,
+            (None, Load::Read) => self.index()?,
+            (None, Load::CachedOnly) => return Ok(Probe::NotRead),
+        };
         if let Some(h) = hint.as_mut() {
             let prefix = key_prefix(key);
-            let in_block = self.starts_at_or_before(h.block, key, prefix)
-                && !self.starts_at_or_before(h.block + 1, key, prefix);
+            let in_block = index.starts_at_or_before(h.block, key, prefix)
+                && !index.starts_at_or_before(h.block + 1, key, prefix);
             if in_block {
                 let found = h.data.search_from(key, h.expect);
                 h.expect = found.map_or_else(|i| i, |i| i + 1);
                 return Ok(found.map_or(Probe::Absent, |i| Probe::Found(f(h.data.value(i)))));
             }
         }
-        let Some(bi) = self.block_for(key) else {
+        let Some(bi) = index.block_for(key) else {
             return Ok(Probe::Absent);
         };
         let block = match load {
@@ -459,7 +543,8 @@ impl Segment {
         if self.entries == 0 {
             return Ok(None);
         }
-        let mut bi = self.block_for(key).unwrap_or(0);
+        let index = self.index()?;
+        let mut bi = index.block_for(key).unwrap_or(0);
         loop {
             let block = self.block(bi)?;
             let e = block.lower_bound(key, inclusive);
@@ -470,7 +555,7 @@ impl Segment {
                 }));
             }
             bi += 1;
-            if bi >= self.blocks.len() {
+            if bi >= index.blocks.len() {
                 return Ok(None);
             }
         }
@@ -481,8 +566,9 @@ impl Segment {
         if self.entries == 0 {
             return Ok(None);
         }
+        let index = self.index()?;
         let Some(key) = key else {
-            let Some(bi) = self.blocks.len().checked_sub(1) else {
+            let Some(bi) = index.blocks.len().checked_sub(1) else {
                 return Ok(None);
             };
             let n = self.block(bi)?.len();
@@ -491,7 +577,7 @@ impl Segment {
                 entry: e,
             }));
         };
-        let Some(mut bi) = self.block_for(key) else {
+        let Some(mut bi) = index.block_for(key) else {
             return Ok(None);
         };
         loop {
@@ -511,8 +597,34 @@ impl Segment {
     }
 }
 
+impl Index {
+    /// The block that would hold `key`, if any block could.
+    fn block_for(&self, key: &[u8]) -> Option<usize> {
+        let prefix = key_prefix(key);
+        let n = search_prefixed(&self.first_prefixes, prefix, |i| {
+            self.starts_at_or_before(i, key, prefix)
+        });
+        n.checked_sub(1)
+    }
+
+    /// Whether block `i` starts at or before `key`, whose [`key_prefix`] is `prefix` (false
+    /// past the last block).
+    fn starts_at_or_before(&self, i: usize, key: &[u8], prefix: u64) -> bool {
+        match self.first_prefixes.get(i).map(|p| p.cmp(&prefix)) {
+            Some(Ordering::Less) => true,
+            Some(Ordering::Equal) => self
+                .blocks
+                .get(i)
+                .is_some_and(|b| key_cmp(&b.first_key, key).is_le()),
+            Some(Ordering::Greater) | None => false,
+        }
+    }
+}
+
 impl Drop for Segment {
     fn drop(&mut self) {
-        self.cache.count_index(self.index_bytes, false);
+        if let Some(index) = self.index.get() {
+            self.cache.count_index(index.bytes, false);
+        }
     }
 }

@@ -277,7 +277,7 @@ fn large_segment_is_written_in_runs() {
         "the last run: {last} bytes"
     );
     let seg = write_and_open(&file.bytes, entries.len() as u64).unwrap();
-    assert_eq!(seg.block_count(), file.blocks.len());
+    assert_eq!(seg.block_count().unwrap(), file.blocks.len());
     let mut hint = None;
     for (k, v) in entries.iter().step_by(97) {
         let got = seg
@@ -411,6 +411,8 @@ fn long_keys_sharing_prefixes_agree_with_a_model() {
     let (bytes, _) = build(&entries);
     let seg = write_and_open(&bytes, entries.len() as u64).unwrap();
     let ties = seg
+        .index()
+        .unwrap()
         .first_prefixes
         .windows(2)
         .filter(|w| w[0] == w[1])
@@ -467,7 +469,7 @@ fn rejects_truncation_and_bit_flips() {
     let mut flipped = bytes.clone();
     flipped[100] ^= 0x40;
     let seg = write_and_open(&flipped, n).unwrap();
-    let err = (0..seg.block_count())
+    let err = (0..seg.block_count().unwrap())
         .map(|i| seg.block(i))
         .find_map(|r| r.err());
     assert!(
@@ -529,12 +531,14 @@ fn merge_iter_newest_wins_and_an_unreadable_block_fails_every_retry() {
     let probe = open(&older_bytes);
     let [_, older_segment] = &probe;
     assert!(
-        older_segment.block_count() >= 3,
+        older_segment.block_count().unwrap() >= 3,
         "too few blocks to damage the middle one"
     );
     let middle = older_segment
+        .index()
+        .unwrap()
         .blocks
-        .get(older_segment.block_count() / 2)
+        .get(older_segment.block_count().unwrap() / 2)
         .unwrap();
     let first_lost = key(u32::from_be_bytes(
         middle.first_key.as_ref().try_into().unwrap(),
@@ -639,7 +643,11 @@ fn a_format1_segment_still_reads() {
     );
     let entries = format1_entries();
     let seg = Arc::new(write_and_open(bytes, entries.len() as u64).unwrap());
-    assert!(seg.block_count() > 2, "{} blocks", seg.block_count());
+    assert!(
+        seg.block_count().unwrap() > 2,
+        "{} blocks",
+        seg.block_count().unwrap()
+    );
     let mut it = seg.iter_using(CacheUse::Fill);
     for (k, v) in &entries {
         let (key, value) = it.peek().unwrap().expect("an entry");
@@ -695,7 +703,7 @@ fn neighbouring_keys_take_under_half_of_format1() {
         entries.len()
     );
     let seg = Arc::new(write_and_open(&bytes, entries.len() as u64).unwrap());
-    assert_eq!(seg.block_count(), blocks.len());
+    assert_eq!(seg.block_count().unwrap(), blocks.len());
     let mut it = seg.iter_using(CacheUse::Bypass);
     for (k, v) in &entries {
         assert_eq!(it.peek().unwrap(), Some((&k[..], v.as_deref())));
@@ -740,4 +748,136 @@ fn damaged_format2_blocks_are_refused() {
     let two = Block::decode(block(&body[..body.len() - 6], 2), 2, path, 0).unwrap();
     assert_eq!(two.value(1).map(<[u8]>::len), Some(10_000));
     assert!(reason(Block::decode(block(&body, 3), 2, path, 0)).contains("past the block's size"));
+}
+
+/// `bytes` written to a new file in the temp directory (removed when the guard drops) and
+/// opened as a manifest of version 2 lists it: `file_len` bytes, `entries` entries, `keys` its
+/// key range.
+fn write_and_list(
+    bytes: &[u8],
+    file_len: u64,
+    entries: u64,
+    keys: [&[u8]; 2],
+    cache: Arc<BlockCache>,
+) -> (Result<Segment>, RemoveOnDrop) {
+    let path = std::env::temp_dir().join(format!(
+        "butter-listed-{}-{}.seg",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    let meta = crate::manifest::SegmentMeta {
+        seq: 7,
+        file_len,
+        entries,
+        min_key: keys[0].into(),
+        max_key: keys[1].into(),
+    };
+    let guard = RemoveOnDrop(path.clone());
+    (Segment::open_listed(path, &meta, cache), guard)
+}
+
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn a_listed_segment_reads_its_index_on_first_use_only() {
+    let entries = sample();
+    let (bytes, _) = build(&entries);
+    let (min, max) = (entries[0].0.clone(), entries[entries.len() - 1].0.clone());
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let (seg, _file) = write_and_list(
+        &bytes,
+        bytes.len() as u64,
+        entries.len() as u64,
+        [&min, &max],
+        cache.clone(),
+    );
+    let seg = seg.unwrap();
+    // Opened: nothing read but the file's length, nothing counted, no block known.
+    assert!(!seg.index_loaded());
+    assert_eq!((cache.index_bytes(), seg.cacheable_blocks()), (0, 0));
+    // A key outside its range, and a lookup that may not read from disk, leave it unread.
+    let mut hint = None;
+    let outside = 9999u32.to_be_bytes();
+    assert!(matches!(
+        seg.probe(&outside, &mut hint, Load::Read, |_| ()).unwrap(),
+        Probe::Absent
+    ));
+    let inside = 1234u32.to_be_bytes();
+    let cached_only = seg
+        .probe(&inside, &mut hint, Load::CachedOnly, |_| ())
+        .unwrap();
+    assert!(matches!(cached_only, Probe::NotRead));
+    assert!(!seg.index_loaded());
+    // The first lookup that may read loads it, and counts it.
+    let got = seg
+        .get_with(&inside, &mut hint, |v| v.map(<[u8]>::to_vec))
+        .unwrap();
+    assert_eq!(got, Some(entries[1234].1.clone()));
+    assert!(seg.index_loaded());
+    let counted = cache.index_bytes();
+    assert!(counted > 0);
+    assert!(seg.cacheable_blocks() > 1);
+    // Everything reads back, and a full check passes with the manifest's range.
+    assert_eq!(seg.verify().unwrap().entries, entries.len() as u64);
+    // The same file opened at once counts the same index.
+    let eager = write_and_open(&bytes, entries.len() as u64).unwrap();
+    assert_eq!(
+        (&eager.min_key, &eager.max_key),
+        (&seg.min_key, &seg.max_key)
+    );
+    assert_eq!(eager.cache.index_bytes(), counted);
+    drop(seg);
+    assert_eq!(cache.index_bytes(), 0);
+}
+
+#[test]
+fn a_listed_segment_that_does_not_match_its_record_is_refused() {
+    let entries = sample();
+    let (bytes, _) = build(&entries);
+    let (n, len) = (entries.len() as u64, bytes.len() as u64);
+    let (min, max) = (entries[0].0.clone(), entries[entries.len() - 1].0.clone());
+    let cache = || Arc::new(BlockCache::new(1 << 20));
+    // A length other than the record's: refused as it opens.
+    let (seg, _f) = write_and_list(&bytes, len - 1, n, [&min, &max], cache());
+    let err = seg.unwrap_err();
+    assert!(matches!(err, Error::Corrupted { .. }), "{err}");
+    assert!(err.to_string().contains("manifest says"), "{err}");
+    // A symlink in its place: refused as it opens.
+    let (target, _t) = write_and_list(&bytes, len, n, [&min, &max], cache());
+    let link = target.unwrap().path.with_extension("link");
+    std::os::unix::fs::symlink(&_t.0, &link).unwrap();
+    let _l = RemoveOnDrop(link.clone());
+    let meta = crate::manifest::SegmentMeta {
+        seq: 7,
+        file_len: len,
+        entries: n,
+        min_key: min.clone().into(),
+        max_key: max.clone().into(),
+    };
+    let err = Segment::open_listed(link, &meta, cache()).unwrap_err();
+    assert!(err.to_string().contains("symlink"), "{err}");
+    // Another entry count, or another smallest key: refused on first use, every time, and
+    // nothing is counted.
+    let (seg, _f) = write_and_list(&bytes, len, n + 1, [&min, &max], cache());
+    let seg = seg.unwrap();
+    for _ in 0..2 {
+        let err = seg.seek_ge(&min, true).unwrap_err();
+        assert!(err.to_string().contains("manifest says"), "{err}");
+    }
+    assert_eq!(seg.cache.index_bytes(), 0);
+    let (seg, _f) = write_and_list(&bytes, len, n, [&entries[1].0, &max], cache());
+    let err = seg.unwrap().seek_ge(&max, true).unwrap_err();
+    assert!(err.to_string().contains("smallest key"), "{err}");
+    // Another largest key: lookups cannot tell, the full check does.
+    let wrong_max = entries[entries.len() - 2].0.clone();
+    let (seg, _f) = write_and_list(&bytes, len, n, [&min, &wrong_max], cache());
+    let err = seg.unwrap().verify().unwrap_err();
+    assert!(err.to_string().contains("largest key"), "{err}");
 }

@@ -28,12 +28,14 @@ pub(crate) struct SegmentCheck {
 impl Segment {
     /// Reads every block (without keeping it in the cache), checking its CRC and layout
     /// ([`Block::decode`]), that its first key is the one the index holds, that keys ascend
-    /// strictly across the whole segment, and that the entries add up to the footer's count.
+    /// strictly across the whole segment, that its last key is the largest the manifest
+    /// records (its first is checked as the index loads), and that the entries add up to the
+    /// footer's count.
     /// The first problem is the error, naming the file and the block's offset.
     pub(crate) fn verify(&self) -> Result<SegmentCheck> {
         let mut check = SegmentCheck::default();
         let mut prev: Vec<u8> = Vec::new();
-        for (i, loc) in self.blocks.iter().enumerate() {
+        for (i, loc) in self.index()?.blocks.iter().enumerate() {
             let bad = |what: String| {
                 Error::corrupted(&self.path, format!("block {i} at {}: {what}", loc.offset))
             };
@@ -58,6 +60,12 @@ impl Segment {
                     (ENTRY_HEADER_LEN + key.len() + value.map_or(0, <[u8]>::len)) as u64;
             }
             check.blocks += 1;
+        }
+        if check.entries > 0 && prev != *self.max_key {
+            return Err(Error::corrupted(
+                &self.path,
+                "its last key is not the largest key the manifest records for it",
+            ));
         }
         if check.entries != self.entries {
             return Err(Error::corrupted(
