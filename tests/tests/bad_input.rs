@@ -136,19 +136,28 @@ fn damaged_files_give_typed_errors() {
         }
     }
     // A future format version with a valid checksum must be refused by version.
+    let relabelled = |version: u32| {
+        let mut b = m.clone();
+        b[8..12].copy_from_slice(&version.to_le_bytes());
+        let body = b.len() - 4;
+        let crc = crc32fast::hash(&b[..body]);
+        b[body..].copy_from_slice(&crc.to_le_bytes());
+        b
+    };
     points += 1;
-    let mut future = m.clone();
-    future[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let body = future.len() - 4;
-    let crc = crc32fast::hash(&future[..body]);
-    future[body..].copy_from_slice(&crc.to_le_bytes());
-    let r = with_contents(&manifest, &future, || match Env::open_path(&db) {
-        Err(Error::UnsupportedFormatVersion { found: 2, .. }) => Ok(()),
+    let r = with_contents(&manifest, &relabelled(3), || match Env::open_path(&db) {
+        Err(Error::UnsupportedFormatVersion { found: 3, .. }) => Ok(()),
         other => Err(format!(
-            "manifest version 2: expected UnsupportedFormatVersion, got {:?}",
+            "manifest version 3: expected UnsupportedFormatVersion, got {:?}",
             other.map(|_| "an open environment")
         )),
     });
+    violations.extend(r.err());
+    // This build's manifest (version 2, with key ranges) labelled as version 1 (without):
+    // refused as damaged, or read back whole.
+    points += 1;
+    let what = "manifest of version 2 labelled 1";
+    let r = with_contents(&manifest, &relabelled(1), || check_damaged(&db, &wl, what));
     violations.extend(r.err());
     // A manifest without its version (only the magic left) is truncated input.
     points += 1;
@@ -232,6 +241,85 @@ fn damaged_files_give_typed_errors() {
         t0.elapsed().as_secs_f64()
     );
     assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+/// `manifest` (this build's, version 2) as version 1 wrote it: the same tables and segments
+/// without their key ranges (the layout is drawn in `backend/src/manifest.rs`).
+fn as_version_1(manifest: &[u8]) -> Vec<u8> {
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([manifest[at], manifest[at + 1]]));
+    let u32_at = |at: usize| u32::from_le_bytes(manifest[at..at + 4].try_into().unwrap());
+    assert_eq!(u32_at(8), 2, "this build writes version 2");
+    let mut out = manifest[..36].to_vec();
+    out[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let mut at = 36;
+    for _ in 0..u32_at(32) {
+        let name_end = at + 2 + u16_at(at);
+        let segments = u32_at(name_end);
+        out.extend_from_slice(&manifest[at..name_end + 4]);
+        at = name_end + 4;
+        for _ in 0..segments {
+            out.extend_from_slice(&manifest[at..at + 24]);
+            at += 24;
+            for _key in 0..2 {
+                at += 2 + u16_at(at);
+            }
+        }
+    }
+    assert_eq!(at, manifest.len() - 4, "the whole table list was read");
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// A database an older build wrote (manifest version 1, no key ranges) opens with its
+/// segments' indexes read at open, reads back whole, and its next commit writes version 2.
+#[test]
+fn an_older_builds_manifest_opens_and_the_next_commit_upgrades_it() {
+    let Some(base) = btrfs_dir("bad_input_v1") else {
+        return;
+    };
+    let db = base.join("db");
+    let wl = Workload::new(12, TXNS);
+    {
+        let env = Env::open_path(&db).expect("open");
+        for i in 1..=TXNS - 1 {
+            butter_apply(&env, wl.txn(i)).expect("commit");
+        }
+    }
+    let gen = newest_gen(&db);
+    BtrfsFs
+        .set_readonly(&gen, false)
+        .expect("make the snapshot writable");
+    let manifest = gen.join("MANIFEST");
+    let v2 = std::fs::read(&manifest).expect("read manifest");
+    let v1 = as_version_1(&v2);
+    assert!(v1.len() < v2.len());
+    std::fs::write(&manifest, &v1).expect("write the version-1 manifest");
+    BtrfsFs.set_readonly(&gen, true).expect("read-only again");
+    {
+        let env = Env::open_path(&db).expect("open a version-1 database");
+        assert!(
+            env.memory_use().index_bytes > 0,
+            "version 1: indexes read at open"
+        );
+        assert!(butter_state(&env).expect("read") == *wl.model(TXNS - 1));
+        butter_apply(&env, wl.txn(TXNS)).expect("commit");
+    }
+    let upgraded = std::fs::read(newest_gen(&db).join("MANIFEST")).expect("read manifest");
+    assert_eq!(
+        &upgraded[8..12],
+        &2u32.to_le_bytes(),
+        "the commit wrote version 2"
+    );
+    let env = Env::open_path(&db).expect("reopen");
+    assert_eq!(
+        env.memory_use().index_bytes,
+        0,
+        "version 2: no index read at open"
+    );
+    assert!(butter_state(&env).expect("read") == *wl.model(TXNS));
+    drop(env);
+    remove_db_dir(&db);
 }
 
 #[test]
