@@ -72,15 +72,19 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(64 + self.tables.len() * 64);
-        let version = if self.keys_recorded {
+    /// The format version it encodes as.
+    pub(crate) fn version(&self) -> u32 {
+        if self.keys_recorded {
             FORMAT_VERSION
         } else {
             KEYLESS_VERSION
-        };
+        }
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(64 + self.tables.len() * 64);
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&version.to_le_bytes());
+        b.extend_from_slice(&self.version().to_le_bytes());
         b.extend_from_slice(&self.table_format.to_le_bytes());
         b.extend_from_slice(&self.generation.to_le_bytes());
         b.extend_from_slice(&self.next_seq.to_le_bytes());

@@ -515,6 +515,23 @@ pub fn set_current_thread_background(nice: i32) -> io::Result<()> {
     rustix::process::setpriority_process(me, nice).map_err(io::Error::from)
 }
 
+/// The process's limit on open files (`RLIMIT_NOFILE`) as (soft, hard); `None` is unlimited.
+pub fn open_file_limit() -> (Option<u64>, Option<u64>) {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    (limit.current, limit.maximum)
+}
+
+/// Raises the process's soft limit on open files to `soft` (which must not exceed the hard
+/// limit; raising the soft limit up to the hard one needs no privilege).
+pub fn set_open_file_soft_limit(soft: u64) -> io::Result<()> {
+    let (_, hard) = open_file_limit();
+    let limit = rustix::process::Rlimit {
+        current: Some(soft),
+        maximum: hard,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).map_err(io::Error::from)
+}
+
 /// `FS_IOC_GETFLAGS`: the inode flags (`chattr` attributes) of an open file.
 pub fn inode_flags(fd: BorrowedFd<'_>) -> io::Result<u32> {
     // SAFETY: `fd` is open for the whole call (borrowed); on success the kernel has written the

@@ -80,7 +80,7 @@ fn stat_check_and_dump_show_what_was_committed() {
     );
     assert_eq!(v["generations_on_disk"], serde_json::json!([42]));
     assert_eq!(v["lock_holder"], serde_json::Value::Null);
-    assert_eq!(v["format_version"], serde_json::json!(1));
+    assert_eq!(v["format_version"], serde_json::json!(2));
     assert_eq!(v["identity"].as_str().unwrap().len(), 32);
     for (i, name) in ["a", "b"].iter().enumerate() {
         let row = &v["tables"][i];

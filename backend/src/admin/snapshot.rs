@@ -102,6 +102,7 @@ pub struct Snapshot {
     id: DbId,
     next_seq: u64,
     manifest_len: u64,
+    format_version: u32,
     tables: Vec<OpenTable>,
     /// The files read at open, kept open (the segments keep their own).
     _files: Vec<File>,
@@ -236,6 +237,7 @@ impl Snapshot {
             id,
             next_seq: manifest.next_seq,
             manifest_len: bytes.len() as u64,
+            format_version: manifest.version(),
             tables,
             _files: vec![id_file, manifest_file],
         })
@@ -266,9 +268,10 @@ impl Snapshot {
         self.manifest_len
     }
 
-    /// The manifest's format version.
+    /// The manifest's format version (1 for a database no commit of this build has written
+    /// yet, 2 after).
     pub fn format_version(&self) -> u32 {
-        crate::manifest::FORMAT_VERSION
+        self.format_version
     }
 
     /// The tables and their segments as the manifest lists them.

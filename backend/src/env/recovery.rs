@@ -76,6 +76,8 @@ impl Env {
             .unwrap_or_else(|| memory::default_memtable_bytes(available));
         let cache = Arc::new(BlockCache::new(cache_bytes));
         let tables = open_tables(&manifest, &live, &newest_dir, &cache)?;
+        let segments = tables.iter().map(|t| t.segments.len()).sum();
+        allow_open_segments(segments);
         let cgroup = b
             .memory_cgroup
             .clone()
@@ -327,6 +329,44 @@ fn open_tables(
         });
     }
     Ok(tables)
+}
+
+/// Room for files this process opens besides the segments the manifest lists: a commit's and
+/// a merge's new segments, the directories, lock and manifest the engine holds.
+const FILE_HEADROOM: u64 = 256;
+
+/// Every segment's file may end up open (a file is opened on the segment's first use and kept
+/// open while the segment is live): if the process's soft limit on open files leaves no room for
+/// `segments` of them beside what is open now, raise it toward the hard limit, as far as twice
+/// what is needed, and warn if the hard limit is too low. (Lighthouse's beacon node keeps the
+/// usual soft limit of 1,024; a database of history 4,096 lists on the order of 1,000–1,600
+/// segments.)
+fn allow_open_segments(segments: usize) {
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+    let needed = open_now + segments as u64 + FILE_HEADROOM;
+    let (Some(soft), hard) = crate::sys::open_file_limit() else {
+        return;
+    };
+    if needed <= soft {
+        return;
+    }
+    let raised = hard.map_or(needed * 2, |h| h.min(needed * 2));
+    if raised > soft {
+        match crate::sys::set_open_file_soft_limit(raised) {
+            Ok(()) => log::info!(
+                "raised the soft limit on open files from {soft} to {raised} for {segments} \
+                 segments"
+            ),
+            Err(e) => log::warn!("could not raise the soft limit on open files: {e}"),
+        }
+    }
+    if raised < needed {
+        log::warn!(
+            "the hard limit on open files ({raised}) is below what the database may need \
+             ({needed}: {segments} segments, {open_now} files open now); raise it \
+             (systemd: LimitNOFILE=)"
+        );
+    }
 }
 
 /// Open's writable snapshot of the newest generation as `live`. Space just freed (a file

@@ -16,6 +16,7 @@ pub use faulty::{FaultPlan, FaultTiming, FaultyFs};
 pub use ops::Fs;
 
 pub use crate::sys::{
-    filesystem_type, is_subvolume_root, output_in_private_mount, send, subvolume_id,
-    validate_subvolume_name, FsType, PRIVATE_MOUNT, SUBVOL_NAME_MAX,
+    filesystem_type, is_subvolume_root, open_file_limit, output_in_private_mount, send,
+    set_open_file_soft_limit, subvolume_id, validate_subvolume_name, FsType, PRIVATE_MOUNT,
+    SUBVOL_NAME_MAX,
 };
