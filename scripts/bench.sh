@@ -256,7 +256,7 @@ record_cgroup() {
         echo "# $cg, limit $MEMORY_LIMIT bytes, cgroup v$CG_VERSION"
         awk 'NR == 1 { n = split($0, name, " "); next }
             { for (i = 2; i <= NF; i++) if ($i > max[i]) max[i] = $i }
-            END { for (i = 2; i <= n; i++) printf "largest %s %d\n", name[i], max[i] }' \
+            END { for (i = 2; i <= n; i++) printf "largest %s %.0f\n", name[i], max[i] }' \
             "$OUT/$row.memory-samples" 2>/dev/null
         if ((CG_VERSION == 1)); then
             for f in memory.max_usage_in_bytes memory.failcnt; do echo "$f $(cat "$cg/$f")"; done
