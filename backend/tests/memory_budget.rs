@@ -179,6 +179,64 @@ fn reopening_reads_no_index_until_a_read_needs_it() {
     assert_within_budget(&env, "after reading both tables");
 }
 
+/// A reader that started right after a reopen, before any segment was read, still reads every
+/// segment whole after commits have merged them away and unlinked their files from `live/`.
+#[test]
+fn a_reader_from_before_a_merge_reads_the_segments_it_retired() {
+    let Some(dir) = common::btrfs_dir("budget-lazy-retired") else {
+        return;
+    };
+    let open = || {
+        Env::builder(&dir.path)
+            .block_cache_bytes(CACHE)
+            .memory_cgroup(None)
+            .merges(butter_db::Merges::Inline)
+            .open()
+            .unwrap()
+    };
+    let keys = 20_000;
+    {
+        let env = open();
+        let t = env.create_table("t").unwrap();
+        fill(&env, t, keys);
+    }
+    let env = open();
+    let t = env.table("t").unwrap();
+    assert_eq!(env.memory_use().index_bytes, 0);
+    let reader = env.begin_read();
+    let listed: Vec<_> = live_segment_files(&dir.path);
+    // Overwrite everything, several times: the commits' merges retire every listed segment.
+    for round in 0..4u64 {
+        let mut w = env.begin_write().unwrap();
+        for key in 0..keys {
+            w.put(t, &key.to_be_bytes(), &value(key + round + 1, 200))
+                .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let now = live_segment_files(&dir.path);
+    let gone = listed.iter().filter(|f| !now.contains(f)).count();
+    assert!(
+        gone > 0,
+        "no listed segment was retired: {listed:?} then {now:?}"
+    );
+    for key in 0..keys {
+        let got = reader.get(t, &key.to_be_bytes()).unwrap();
+        assert_eq!(got.as_deref(), Some(&value(key, 200)[..]), "key {key}");
+    }
+}
+
+/// The segment files in the database's `live/`.
+fn live_segment_files(db: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(db.join("live"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".seg"))
+        .collect();
+    names.sort();
+    names
+}
+
 /// A v1 memory cgroup's files, as far as the engine reads them: a limit and the anonymous
 /// memory charged.
 /// Calls of [`count_pressure`], the pressure function of the pressure test's environment (the
