@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use butter_db::budget::MAX_LEVEL;
 use butter_db::memory::{CgroupVersion, MemoryCgroup};
-use butter_db::{Env, TableHandle};
+use butter_db::{Env, Merges, TableHandle};
 
 const CACHE: usize = 2 << 20;
 const MEMTABLE: u64 = 2 << 20;
@@ -116,6 +116,16 @@ fn cache_indexes_and_transaction_stay_within_one_budget() {
     assert_within_budget(&env, "after its commit");
 }
 
+/// The database in `dir` with a cache of CACHE bytes, no memory cgroup, and `merges`.
+fn open_without_cgroup(dir: &Path, merges: Merges) -> Env {
+    Env::builder(dir)
+        .block_cache_bytes(CACHE)
+        .memory_cgroup(None)
+        .merges(merges)
+        .open()
+        .unwrap()
+}
+
 /// Segment files of the database in `dir` this process holds open.
 fn open_segment_files(dir: &Path) -> usize {
     std::fs::read_dir("/proc/self/fd")
@@ -130,13 +140,7 @@ fn reopening_reads_no_index_until_a_read_needs_it() {
     let Some(dir) = common::btrfs_dir("budget-lazy-index") else {
         return;
     };
-    let open = || {
-        Env::builder(&dir.path)
-            .block_cache_bytes(CACHE)
-            .memory_cgroup(None)
-            .open()
-            .unwrap()
-    };
+    let open = || open_without_cgroup(&dir.path, Merges::Background);
     let keys = 30_000;
     {
         let env = open();
@@ -186,14 +190,7 @@ fn a_reader_from_before_a_merge_reads_the_segments_it_retired() {
     let Some(dir) = common::btrfs_dir("budget-lazy-retired") else {
         return;
     };
-    let open = || {
-        Env::builder(&dir.path)
-            .block_cache_bytes(CACHE)
-            .memory_cgroup(None)
-            .merges(butter_db::Merges::Inline)
-            .open()
-            .unwrap()
-    };
+    let open = || open_without_cgroup(&dir.path, Merges::Inline);
     let keys = 20_000;
     {
         let env = open();

@@ -69,6 +69,25 @@ fn check_damaged(db: &Path, wl: &Workload, what: &str) -> Result<(), String> {
     outcome.unwrap_or_else(|_| Err(format!("{what}: panicked")))
 }
 
+/// A database in `base/db` holding the first `txns` transactions of workload `seed` (of TXNS),
+/// with its newest generation made writable, as `btrfs property set -ts gen-N ro false` does:
+/// (the database, the workload, that generation).
+fn committed_with_writable_gen(base: &Path, seed: u64, txns: u64) -> (PathBuf, Workload, PathBuf) {
+    let db = base.join("db");
+    let wl = Workload::new(seed, TXNS);
+    {
+        let env = Env::open_path(&db).expect("open");
+        for i in 1..=txns {
+            butter_apply(&env, wl.txn(i)).expect("commit");
+        }
+    }
+    let gen = newest_gen(&db);
+    BtrfsFs
+        .set_readonly(&gen, false)
+        .expect("make the snapshot writable");
+    (db, wl, gen)
+}
+
 /// Replaces `file` with `bytes`, runs the check, then restores the original.
 fn with_contents(
     file: &Path,
@@ -102,18 +121,7 @@ fn damaged_files_give_typed_errors() {
         return;
     };
     let t0 = Instant::now();
-    let db = base.join("db");
-    let wl = Workload::new(11, TXNS);
-    {
-        let env = Env::open_path(&db).expect("open");
-        for i in 1..=TXNS {
-            butter_apply(&env, wl.txn(i)).expect("commit");
-        }
-    }
-    let gen = newest_gen(&db);
-    BtrfsFs
-        .set_readonly(&gen, false)
-        .expect("make the snapshot writable");
+    let (db, wl, gen) = committed_with_writable_gen(&base, 11, TXNS);
     let manifest = gen.join("MANIFEST");
     let m = std::fs::read(&manifest).expect("read manifest");
     let mut violations = Vec::new();
@@ -278,18 +286,7 @@ fn an_older_builds_manifest_opens_and_the_next_commit_upgrades_it() {
     let Some(base) = btrfs_dir("bad_input_v1") else {
         return;
     };
-    let db = base.join("db");
-    let wl = Workload::new(12, TXNS);
-    {
-        let env = Env::open_path(&db).expect("open");
-        for i in 1..=TXNS - 1 {
-            butter_apply(&env, wl.txn(i)).expect("commit");
-        }
-    }
-    let gen = newest_gen(&db);
-    BtrfsFs
-        .set_readonly(&gen, false)
-        .expect("make the snapshot writable");
+    let (db, wl, gen) = committed_with_writable_gen(&base, 12, TXNS - 1);
     let manifest = gen.join("MANIFEST");
     let v2 = std::fs::read(&manifest).expect("read manifest");
     let v1 = as_version_1(&v2);
