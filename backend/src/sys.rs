@@ -521,8 +521,9 @@ pub fn open_file_limit() -> (Option<u64>, Option<u64>) {
     (limit.current, limit.maximum)
 }
 
-/// Raises the process's soft limit on open files to `soft` (which must not exceed the hard
-/// limit; raising the soft limit up to the hard one needs no privilege).
+/// Sets the process's soft limit on open files to `soft`, keeping the hard limit (`soft` must
+/// not exceed it; lowering the soft limit, or raising it up to the hard one, needs no
+/// privilege).
 pub fn set_open_file_soft_limit(soft: u64) -> io::Result<()> {
     let (_, hard) = open_file_limit();
     let limit = rustix::process::Rlimit {
