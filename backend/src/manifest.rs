@@ -72,6 +72,16 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
+    /// The same manifest as version 1 would have recorded it: no key ranges.
+    #[cfg(test)]
+    pub(crate) fn into_version_1(mut self) -> Manifest {
+        self.keys_recorded = false;
+        for s in self.tables.iter_mut().flat_map(|t| t.segments.iter_mut()) {
+            (s.min_key, s.max_key) = Default::default();
+        }
+        self
+    }
+
     /// The format version it encodes as.
     pub(crate) fn version(&self) -> u32 {
         if self.keys_recorded {
@@ -238,15 +248,6 @@ mod tests {
         }
     }
 
-    /// `m` as version 1 wrote it: without the key ranges.
-    fn keyless(mut m: Manifest) -> Manifest {
-        m.keys_recorded = false;
-        for s in m.tables.iter_mut().flat_map(|t| t.segments.iter_mut()) {
-            (s.min_key, s.max_key) = (Box::default(), Box::default());
-        }
-        m
-    }
-
     #[test]
     fn round_trip() {
         let m = sample();
@@ -256,7 +257,7 @@ mod tests {
 
     #[test]
     fn version_1_is_read_and_written_back_as_read() {
-        let old = keyless(sample());
+        let old = sample().into_version_1();
         let bytes = old.encode();
         assert_eq!(le_u32(&bytes, VERSION_OFFSET), Some(1));
         // Version 2 adds two key lengths (4 bytes) and the keys to each segment.

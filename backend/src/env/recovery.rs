@@ -342,11 +342,11 @@ const FILE_HEADROOM: u64 = 256;
 /// usual soft limit of 1,024; a database of history 4,096 lists on the order of 1,000–1,600
 /// segments.)
 fn allow_open_segments(segments: usize) {
-    let open_now = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
-    let needed = open_now + segments as u64 + FILE_HEADROOM;
     let (Some(soft), hard) = crate::sys::open_file_limit() else {
         return;
     };
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+    let needed = open_now + segments as u64 + FILE_HEADROOM;
     if needed <= soft {
         return;
     }

@@ -80,11 +80,7 @@ fn manifest_seeds() -> Vec<Seed> {
         })
         .chain(manifests.iter().take(2).map(|m| {
             // As version 1 wrote them (still read): no key ranges.
-            let mut m = m.clone();
-            m.keys_recorded = false;
-            for s in m.tables.iter_mut().flat_map(|t| t.segments.iter_mut()) {
-                (s.min_key, s.max_key) = Default::default();
-            }
+            let m = m.clone().into_version_1();
             Seed {
                 fields: length_fields(&m),
                 bytes: m.encode(),

@@ -159,13 +159,19 @@ fn open_file(path: &Path, expect_len: u64) -> Result<(File, u64)> {
         .metadata()
         .map_err(|e| Error::io("stat segment", path, e))?
         .len();
-    if file_len != expect_len {
-        return Err(Error::corrupted(
-            path,
-            format!("length {file_len}, manifest says {expect_len} (truncated?)"),
-        ));
-    }
+    check_len(path, file_len, expect_len)?;
     Ok((file, file_len))
+}
+
+/// A segment file's length against the one the manifest records.
+fn check_len(path: &Path, file_len: u64, expect_len: u64) -> Result<()> {
+    if file_len == expect_len {
+        return Ok(());
+    }
+    Err(Error::corrupted(
+        path,
+        format!("length {file_len}, manifest says {expect_len} (truncated?)"),
+    ))
 }
 
 /// Read and check the footer of `file` (`file_len` bytes).
@@ -312,16 +318,7 @@ impl Segment {
         if stat.file_type().is_symlink() {
             return Err(Error::foreign(&path, "it is a symlink"));
         }
-        if stat.len() != meta.file_len {
-            return Err(Error::corrupted(
-                &path,
-                format!(
-                    "length {}, manifest says {} (truncated?)",
-                    stat.len(),
-                    meta.file_len
-                ),
-            ));
-        }
+        check_len(&path, stat.len(), meta.file_len)?;
         Ok(Segment {
             seq: meta.seq,
             path,
