@@ -10,18 +10,69 @@ use super::format::{
     ENTRY_HEADER_LEN, TOMBSTONE,
 };
 
-/// One decoded data block: its bytes and the offsets of its entries.
+/// One decoded data block: its entries' bytes, laid out as [`Layout`] says.
 #[derive(Debug)]
 pub(crate) struct Block {
     data: Box<[u8]>,
-    offsets: Box<[u32]>,
-    /// Each key's first 8 bytes, zero-padded, as a big-endian integer ([`key_prefix`]): the
-    /// binary search compares these, in one compact array, and reads a key from `data` only
-    /// when two prefixes are equal (for the slasher's 8-byte keys, only on a hit).
-    prefixes: Box<[u64]>,
-    /// Each key's length: with the prefixes, it orders two keys of up to 8 bytes without
-    /// reading either ([`Block::cmp_key`]).
-    key_lens: Box<[u16]>,
+    layout: Layout,
+}
+
+/// How a decoded block holds its entries in memory (design.md §2).
+#[derive(Debug)]
+enum Layout {
+    /// Any entries: `data` holds each as `key_len u16 | value_len u32 | key | value`
+    /// (value_len [`TOMBSTONE`] for a deletion), back to back.
+    Listed {
+        /// Where each entry starts in `data`.
+        offsets: Box<[u32]>,
+        /// Each key's first 8 bytes, zero-padded, as a big-endian integer ([`key_prefix`]):
+        /// the binary search compares these, in one compact array, and reads a key from
+        /// `data` only when two prefixes are equal.
+        prefixes: Box<[u64]>,
+        /// Each key's length: with the prefixes, it orders two keys of up to 8 bytes without
+        /// reading either ([`Block::cmp_key`]).
+        key_lens: Box<[u16]>,
+    },
+    /// Entries that are all values (no deletion), every key `key_len` <= 8 bytes long and
+    /// every value `value_len` bytes: `data` holds only the keys and values, key then value,
+    /// back to back, and a search reads the keys in place. The slasher's `current_epochs` and
+    /// `attesters_max_targets` entries (8-byte keys and values) take 16 bytes each this way,
+    /// instead of 36 listed: the blocks the slasher reads in every batch fit the cache of a
+    /// small memory limit 2.25 times as well (docs/runs/profiles.md §7.9).
+    Fixed { key_len: usize, value_len: usize },
+}
+
+/// Positions of ascending [`key_prefix`]es, for [`search_prefixed`]: an array of them, or the
+/// keys of a fixed-layout block read in place.
+pub(crate) trait Prefixes {
+    fn count(&self) -> usize;
+    fn at(&self, i: usize) -> Option<u64>;
+}
+
+impl Prefixes for [u64] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn at(&self, i: usize) -> Option<u64> {
+        self.get(i).copied()
+    }
+}
+
+/// The keys of a [`Layout::Fixed`] block, `stride` bytes apart from the start of `data`.
+struct InPlace<'a> {
+    data: &'a [u8],
+    stride: usize,
+    key_len: usize,
+}
+
+impl Prefixes for InPlace<'_> {
+    fn count(&self) -> usize {
+        self.data.len() / self.stride
+    }
+    fn at(&self, i: usize) -> Option<u64> {
+        let start = i.checked_mul(self.stride)?;
+        Some(key_prefix(self.data.get(start..start + self.key_len)?))
+    }
 }
 
 /// The key and value (`None` for a deletion) of the in-memory entry at `off` of `block`.
@@ -36,6 +87,41 @@ fn entry_at(block: &[u8], off: usize) -> (&[u8], Option<&[u8]>) {
     (key, value)
 }
 
+/// The 8 bytes of `src` from `start` as a big-endian integer, if it has them.
+#[inline]
+fn word_at(src: &[u8], start: usize) -> Option<u64> {
+    let bytes: [u8; 8] = src.get(start..start.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_be_bytes(bytes))
+}
+
+/// The first `n` bytes of a big-endian word as a mask (`n` <= 8).
+#[inline]
+fn high_bytes(n: usize) -> u64 {
+    match n {
+        0 => 0,
+        8.. => u64::MAX,
+        _ => u64::MAX << (64 - 8 * n),
+    }
+}
+
+/// A key or value of `len` <= 8 bytes as a zero-padded big-endian word: the first `shared`
+/// bytes of `prev` (the one before it, as a word), then the first bytes of `suffix_word` (the 8
+/// bytes of the block from where its suffix starts; what lies past the suffix is masked off).
+#[inline]
+fn splice(prev: u64, shared: usize, suffix_word: u64, len: usize) -> u64 {
+    let moved = suffix_word.checked_shr(8 * shared as u32).unwrap_or(0);
+    (prev & high_bytes(shared)) | (moved & high_bytes(len) & !high_bytes(shared))
+}
+
+/// Appends the first `n` (<= 8) bytes of the big-endian `word`: one 8-byte store, then the
+/// length cut back, instead of a call to `memcpy` for a piece of a few bytes.
+#[inline]
+fn push_word(out: &mut Vec<u8>, word: u64, n: usize) {
+    let end = out.len() + n;
+    out.extend_from_slice(&word.to_be_bytes());
+    out.truncate(end);
+}
+
 /// How many bytes `a` and `b` begin with in common.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -45,6 +131,9 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 /// differ, they order as the prefixes do (a shorter key's padding byte is 0, the least byte,
 /// and a key that is a prefix of another sorts first); equal prefixes need a full compare.
 pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    if let Some(word) = key.get(..8).and_then(|k| <[u8; 8]>::try_from(k).ok()) {
+        return u64::from_be_bytes(word);
+    }
     let mut w = [0u8; 8];
     for (dst, src) in w.iter_mut().zip(key) {
         *dst = *src;
@@ -54,22 +143,63 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
 
 impl Block {
     pub(super) fn new(data: Box<[u8]>, offsets: Box<[u32]>) -> Block {
-        let mut block = Block {
+        let keys: Vec<&[u8]> = offsets
+            .iter()
+            .map(|&off| entry_at(&data, off as usize).0)
+            .collect();
+        let prefixes = keys.iter().map(|k| key_prefix(k)).collect();
+        let key_lens = keys.iter().map(|k| k.len() as u16).collect();
+        drop(keys);
+        Block::listed(data, offsets, prefixes, key_lens)
+    }
+
+    /// A listed block, or its [`Layout::Fixed`] form if its entries allow it: every block
+    /// built or read comes through here.
+    fn listed(
+        data: Box<[u8]>,
+        offsets: Box<[u32]>,
+        prefixes: Box<[u64]>,
+        key_lens: Box<[u16]>,
+    ) -> Block {
+        let block = Block {
             data,
-            offsets,
-            prefixes: Box::default(),
-            key_lens: Box::default(),
+            layout: Layout::Listed {
+                offsets,
+                prefixes,
+                key_lens,
+            },
         };
-        // One pass over the keys for both arrays: every block built or read comes through here.
-        let (prefixes, key_lens): (Vec<u64>, Vec<u16>) = (0..block.len())
-            .map(|i| {
-                let key = block.key(i);
-                (key_prefix(key), key.len() as u16)
+        block.fixed().unwrap_or_else(|listed| listed)
+    }
+
+    /// The [`Layout::Fixed`] form of a listed block whose entries are all values with keys
+    /// of one length up to 8 bytes and values of one length; `Err(self)` otherwise.
+    fn fixed(self) -> std::result::Result<Block, Block> {
+        let n = self.len();
+        let shape = (n > 0)
+            .then(|| (self.key(0).len(), self.value(0).map(<[u8]>::len)))
+            .and_then(|(k, v)| Some((k, v?)))
+            .filter(|&(k, _)| k <= 8);
+        let Some((key_len, value_len)) = shape else {
+            return Err(self);
+        };
+        // A zero-length key and value would make a stride of 0; such a block has one entry.
+        if key_len + value_len == 0
+            || (1..n).any(|i| {
+                self.key(i).len() != key_len || self.value(i).map(<[u8]>::len) != Some(value_len)
             })
-            .unzip();
-        block.prefixes = prefixes.into_boxed_slice();
-        block.key_lens = key_lens.into_boxed_slice();
-        block
+        {
+            return Err(self);
+        }
+        let mut data = Vec::with_capacity(n * (key_len + value_len));
+        for i in 0..n {
+            data.extend_from_slice(self.key(i));
+            data.extend_from_slice(self.value(i).unwrap_or_default());
+        }
+        Ok(Block {
+            data: data.into_boxed_slice(),
+            layout: Layout::Fixed { key_len, value_len },
+        })
     }
 
     /// Parse and verify a block of a format-`version` segment read from `path` at `offset`.
@@ -106,7 +236,10 @@ impl Block {
         if version == 1 {
             Self::decode_v1(data, n, bad)
         } else {
-            Self::decode_v2(&data, n, bad)
+            match Self::decode_v2_fixed(&data, n) {
+                Some(block) => Ok(block),
+                None => Self::decode_v2(&data, n, bad),
+            }
         }
     }
 
@@ -138,6 +271,78 @@ impl Block {
             data.into_boxed_slice(),
             offsets.into_boxed_slice(),
         ))
+    }
+
+    /// Expands a format-2 block straight into the [`Layout::Fixed`] form, if its entries allow
+    /// it (see [`Block::fixed`]); `None` if they do not, or at anything amiss, which
+    /// [`Block::decode_v2`] then decodes or refuses by name. Keys, and values of up to 8
+    /// bytes, are spliced as words from the previous one and the suffix ([`splice`]).
+    fn decode_v2_fixed(data: &[u8], n: usize) -> Option<Block> {
+        let body = data.get(..data.len() - BLOCK_TRAILER_LEN)?;
+        let mut at = 0usize;
+        let varint = |at: &mut usize| get_varint(body, at).map(|v| v as usize);
+        // The first entry gives the shape: it shares nothing.
+        let (key_len, value_len) = {
+            let mut peek = 0usize;
+            let (shared, suffix, tag) =
+                (varint(&mut peek)?, varint(&mut peek)?, varint(&mut peek)?);
+            let value_shared = varint(&mut peek)?;
+            (shared == 0 && value_shared == 0 && tag != 0).then_some((suffix, tag - 1))?
+        };
+        let stride = key_len + value_len;
+        // The listed form's bound on what a block may expand to (see `decode_v2`): every
+        // entry after the first starts below the target. It also bounds what a damaged count
+        // could make this reserve.
+        let last_start = n.checked_sub(1)?.checked_mul(ENTRY_HEADER_LEN + stride)?;
+        if key_len > 8 || stride == 0 || last_start >= BLOCK_TARGET_BYTES {
+            return None;
+        }
+        let mut out = Vec::with_capacity(n * stride);
+        let (mut key_word, mut value_word) = (0u64, 0u64);
+        for i in 0..n {
+            let shared = varint(&mut at)?;
+            let suffix = varint(&mut at)?;
+            let tag = varint(&mut at)?;
+            if tag == 0 {
+                return None;
+            }
+            let value_shared = varint(&mut at)?;
+            let vsuffix = tag - 1;
+            if shared + suffix != key_len
+                || value_shared + vsuffix != value_len
+                || (i == 0 && (shared > 0 || value_shared > 0))
+            {
+                return None;
+            }
+            let value_at = at.checked_add(suffix)?;
+            let end = value_at.checked_add(vsuffix)?;
+            if end > body.len() {
+                return None;
+            }
+            // `data` has the trailer's 8 bytes after the body: a word can always be read.
+            key_word = splice(key_word, shared, word_at(data, at)?, key_len);
+            push_word(&mut out, key_word, key_len);
+            if value_len <= 8 {
+                value_word = splice(
+                    value_word,
+                    value_shared,
+                    word_at(data, value_at)?,
+                    value_len,
+                );
+                push_word(&mut out, value_word, value_len);
+            } else {
+                // The previous value ends where this key starts.
+                if let Some(prev) = (i > 0).then(|| out.len().checked_sub(stride)).flatten() {
+                    out.extend_from_within(prev..prev + value_shared);
+                }
+                out.extend_from_slice(body.get(value_at..end)?);
+            }
+            at = end;
+        }
+        (at == body.len()).then(|| Block {
+            data: out.into_boxed_slice(),
+            layout: Layout::Fixed { key_len, value_len },
+        })
     }
 
     /// Expands a format-2 block into the in-memory form. What a damaged block can expand to is
@@ -214,12 +419,12 @@ impl Block {
         if at != body.len() {
             return Err(bad("trailing bytes after entries"));
         }
-        Ok(Block {
-            data: out.into_boxed_slice(),
-            offsets: offsets.into_boxed_slice(),
-            prefixes: prefixes.into_boxed_slice(),
-            key_lens: key_lens.into_boxed_slice(),
-        })
+        Ok(Block::listed(
+            out.into_boxed_slice(),
+            offsets.into_boxed_slice(),
+            prefixes.into_boxed_slice(),
+            key_lens.into_boxed_slice(),
+        ))
     }
 
     /// Appends entry (`key`, `value`) in format 2 to `out`, the format-2 bytes of a block whose
@@ -260,27 +465,52 @@ impl Block {
 
     /// Bytes held in memory (for the cache's accounting).
     pub(crate) fn weight(&self) -> usize {
-        self.data.len() + 14 * self.offsets.len() + 64
+        match &self.layout {
+            Layout::Listed { offsets, .. } => self.data.len() + 14 * offsets.len() + 64,
+            Layout::Fixed { .. } => self.data.len() + 64,
+        }
+    }
+
+    /// Whether it is held in the [`Layout::Fixed`] form (tests).
+    #[cfg(test)]
+    pub(crate) fn is_fixed(&self) -> bool {
+        matches!(self.layout, Layout::Fixed { .. })
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.offsets.len()
+        match &self.layout {
+            Layout::Listed { offsets, .. } => offsets.len(),
+            Layout::Fixed { key_len, value_len } => self.data.len() / (key_len + value_len),
+        }
     }
 
     // Offsets were validated by `decode` (or produced by the builder), so slicing cannot fail;
     // `get` keeps clippy's no-indexing rule honest anyway.
     pub(crate) fn key(&self, i: usize) -> &[u8] {
-        let off = self.offsets.get(i).copied().unwrap_or(0) as usize;
-        let klen = le_u16(&self.data, off).unwrap_or(0) as usize;
-        self.data
-            .get(off + ENTRY_HEADER_LEN..off + ENTRY_HEADER_LEN + klen)
-            .unwrap_or(&[])
+        match &self.layout {
+            Layout::Listed { offsets, .. } => {
+                let off = offsets.get(i).copied().unwrap_or(0) as usize;
+                entry_at(&self.data, off).0
+            }
+            Layout::Fixed { key_len, value_len } => {
+                let start = i * (key_len + value_len);
+                self.data.get(start..start + key_len).unwrap_or(&[])
+            }
+        }
     }
 
     /// The value of entry `i`, `None` for a tombstone.
     pub(crate) fn value(&self, i: usize) -> Option<&[u8]> {
-        let off = self.offsets.get(i).copied().unwrap_or(0) as usize;
-        entry_at(&self.data, off).1
+        match &self.layout {
+            Layout::Listed { offsets, .. } => {
+                let off = offsets.get(i).copied().unwrap_or(0) as usize;
+                entry_at(&self.data, off).1
+            }
+            Layout::Fixed { key_len, value_len } => {
+                let start = i * (key_len + value_len) + key_len;
+                self.data.get(start..start + value_len)
+            }
+        }
     }
 
     /// How entry `i`'s key orders against `key`, whose [`key_prefix`] is `prefix`. Reads the
@@ -289,8 +519,20 @@ impl Block {
     /// A merge compares every entry of its older segments this way, and an entry a newer
     /// source overwrites is never read (design.md §2).
     pub(crate) fn cmp_key(&self, i: usize, key: &[u8], prefix: u64) -> Ordering {
-        match self.prefixes.get(i).map(|p| p.cmp(&prefix)) {
-            Some(Ordering::Equal) => match self.key_lens.get(i).map(|&l| usize::from(l)) {
+        let (own_prefix, own_len) = match &self.layout {
+            Layout::Listed {
+                prefixes, key_lens, ..
+            } => (
+                prefixes.get(i).copied(),
+                key_lens.get(i).map(|&l| usize::from(l)),
+            ),
+            Layout::Fixed { key_len, .. } => (
+                (i < self.len()).then(|| key_prefix(self.key(i))),
+                Some(*key_len),
+            ),
+        };
+        match own_prefix.map(|p| p.cmp(&prefix)) {
+            Some(Ordering::Equal) => match own_len {
                 Some(len) if len <= 8 && key.len() <= 8 => len.cmp(&key.len()),
                 _ => key_cmp(self.key(i), key),
             },
@@ -302,13 +544,22 @@ impl Block {
     /// Index of the first entry with key >= `key` (or > `key` if `!inclusive`).
     pub(crate) fn lower_bound(&self, key: &[u8], inclusive: bool) -> usize {
         let prefix = key_prefix(key);
-        search_prefixed(&self.prefixes, prefix, |i| {
-            match self.cmp_key(i, key, prefix) {
-                Ordering::Less => true,
-                Ordering::Equal => !inclusive,
-                Ordering::Greater => false,
+        let before = |i| match self.cmp_key(i, key, prefix) {
+            Ordering::Less => true,
+            Ordering::Equal => !inclusive,
+            Ordering::Greater => false,
+        };
+        match &self.layout {
+            Layout::Listed { prefixes, .. } => search_prefixed(&**prefixes, prefix, before),
+            Layout::Fixed { key_len, value_len } => {
+                let keys = InPlace {
+                    data: &self.data,
+                    stride: key_len + value_len,
+                    key_len: *key_len,
+                };
+                search_prefixed(&keys, prefix, before)
             }
-        })
+        }
     }
 
     /// Where `key` is, or would be inserted (as `binary_search`), for a key that is probably
@@ -346,8 +597,8 @@ impl Block {
 /// first and the last, as the slasher's keys (validator and chunk indices) are, and steps out
 /// from there: a lookup that misses the caller's hint reads two or three neighbouring prefixes
 /// instead of a binary search's cache line per step (design.md §2).
-pub(crate) fn search_prefixed(
-    prefixes: &[u64],
+pub(crate) fn search_prefixed<P: Prefixes + ?Sized>(
+    prefixes: &P,
     prefix: u64,
     before: impl Fn(usize) -> bool,
 ) -> usize {
@@ -367,30 +618,38 @@ pub(crate) fn search_prefixed(
 
 /// Where `prefix` would be in `prefixes` (ascending) if they were spread evenly between the
 /// first and the last.
-fn interpolate(prefixes: &[u64], prefix: u64) -> usize {
-    let (Some(&first), Some(&last)) = (prefixes.first(), prefixes.last()) else {
+fn interpolate<P: Prefixes + ?Sized>(prefixes: &P, prefix: u64) -> usize {
+    let n = prefixes.count();
+    let (Some(first), Some(last)) = (
+        prefixes.at(0),
+        n.checked_sub(1).and_then(|l| prefixes.at(l)),
+    ) else {
         return 0;
     };
     if prefix <= first {
         return 0;
     }
     if prefix >= last {
-        return prefixes.len() - 1;
+        return n - 1;
     }
     // A guess only: f64's rounding moves it by a position or two at worst.
-    let at = (prefix - first) as f64 / (last - first) as f64 * (prefixes.len() - 1) as f64;
+    let at = (prefix - first) as f64 / (last - first) as f64 * (n - 1) as f64;
     at as usize
 }
 
 /// The partition point of `pred` over `items` (true for a prefix of them, false after),
 /// found by stepping out from `guess` in doubling steps, then bisecting the last step: a few
 /// reads when the guess is close, about twice a binary search's when it is not.
-pub(super) fn partition_near(items: &[u64], guess: usize, pred: impl Fn(u64) -> bool) -> usize {
-    let n = items.len();
+pub(super) fn partition_near<P: Prefixes + ?Sized>(
+    items: &P,
+    guess: usize,
+    pred: impl Fn(u64) -> bool,
+) -> usize {
+    let n = items.count();
     let Some(guess) = n.checked_sub(1).map(|last| guess.min(last)) else {
         return 0;
     };
-    let holds = |i: usize| items.get(i).is_some_and(|&x| pred(x));
+    let holds = |i: usize| items.at(i).is_some_and(&pred);
     let (mut lo, mut hi);
     let mut step = 1usize;
     if holds(guess) {
@@ -424,7 +683,13 @@ pub(super) fn partition_near(items: &[u64], guess: usize, pred: impl Fn(u64) -> 
             step = step.saturating_mul(2);
         }
     }
-    lo + items
-        .get(lo..hi)
-        .map_or(0, |s| s.partition_point(|&x| pred(x)))
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }

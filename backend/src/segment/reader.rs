@@ -598,7 +598,7 @@ impl Index {
     /// The block that would hold `key`, if any block could.
     fn block_for(&self, key: &[u8]) -> Option<usize> {
         let prefix = key_prefix(key);
-        let n = search_prefixed(&self.first_prefixes, prefix, |i| {
+        let n = search_prefixed(&*self.first_prefixes, prefix, |i| {
             self.starts_at_or_before(i, key, prefix)
         });
         n.checked_sub(1)

@@ -188,7 +188,10 @@ fn search_prefixed_agrees_with_a_scan() {
             // From any starting guess, in range or past it.
             let guess = rng.gen_range(0..n + 3);
             let below = prefixes.iter().filter(|&&p| p < probe).count();
-            assert_eq!(partition_near(&prefixes, guess, |p| p < probe), below);
+            assert_eq!(
+                partition_near(prefixes.as_slice(), guess, |p| p < probe),
+                below
+            );
             let cut = rng.gen_range(0..=n);
             let before = |i: usize| i < cut;
             let want = prefixes
@@ -197,7 +200,7 @@ fn search_prefixed_agrees_with_a_scan() {
                 .filter(|&(i, &p)| p < probe || (p == probe && before(i)))
                 .count();
             assert_eq!(
-                search_prefixed(&prefixes, probe, before),
+                search_prefixed(prefixes.as_slice(), probe, before),
                 want,
                 "{prefixes:?} probe {probe} cut {cut}"
             );
@@ -880,4 +883,118 @@ fn a_listed_segment_that_does_not_match_its_record_is_refused() {
     let (seg, _f) = write_and_list(&bytes, len, n, [&min, &wrong_max], cache());
     let err = seg.unwrap().verify().unwrap_err();
     assert!(err.to_string().contains("largest key"), "{err}");
+}
+
+/// `n` entries with keys of `klen` bytes (every third number, big-endian, so that absent keys
+/// lie between them) and values of `vlen` bytes.
+fn uniform_entries(n: u64, klen: usize, vlen: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    (0..n)
+        .map(|i| {
+            let key = (3 * i).to_be_bytes()[8 - klen..].to_vec();
+            // The first half changes every 50 entries, the rest every 7: entries share all,
+            // part or none of the value before them.
+            let value = (0..vlen)
+                .map(|j| match j < vlen / 2 {
+                    true => (i / 50) as u8,
+                    false => (i as usize / 7 + j) as u8,
+                })
+                .collect();
+            (key, Some(value))
+        })
+        .collect()
+}
+
+/// Every entry of `seg` reads back as `entries` says, by lookup (with the hint and without) and
+/// by iteration, and the keys between them are absent.
+fn reads_back(seg: &Arc<Segment>, entries: &[(Vec<u8>, Option<Vec<u8>>)]) {
+    let mut hint = None;
+    for (k, v) in entries {
+        let got = seg
+            .get_with(k, &mut hint, |v| v.map(<[u8]>::to_vec))
+            .unwrap();
+        assert_eq!(got.as_ref(), Some(v), "key {k:?}");
+        let mut fresh = None;
+        let got = seg
+            .get_with(k, &mut fresh, |v| v.map(<[u8]>::to_vec))
+            .unwrap();
+        assert_eq!(got.as_ref(), Some(v), "key {k:?} unhinted");
+        let mut absent = k.clone();
+        if let Some(last) = absent.last_mut() {
+            *last = last.wrapping_add(1);
+        }
+        if !entries.iter().any(|(e, _)| *e == absent) {
+            assert!(seg.get_with(&absent, &mut hint, |_| ()).unwrap().is_none());
+        }
+    }
+    let mut it = seg.iter_using(CacheUse::Bypass);
+    for (k, v) in entries {
+        assert_eq!(it.peek().unwrap(), Some((&k[..], v.as_deref())));
+        it.advance();
+    }
+    assert_eq!(it.peek().unwrap(), None);
+}
+
+/// Blocks whose entries are all values, with one key length up to 8 bytes and one value
+/// length, are held in the fixed layout, built or read: 16 bytes an entry for 8-byte keys and
+/// values instead of 36, and every lookup, seek and scan agrees with the entries.
+#[test]
+fn uniform_short_entries_take_the_fixed_layout() {
+    for (klen, vlen) in [(8, 8), (7, 6), (2, 0), (1, 3), (8, 40)] {
+        let n = if klen == 1 { 80 } else { 20_000 };
+        let entries = uniform_entries(n, klen, vlen);
+        let (bytes, built) = build(&entries);
+        let seg = Arc::new(write_and_open(&bytes, n).unwrap());
+        assert_eq!(seg.block_count().unwrap(), built.len());
+        for (i, b) in built.iter().enumerate() {
+            let read = seg.block_using(i, CacheUse::Bypass).unwrap();
+            for block in [b, &read] {
+                assert!(block.is_fixed(), "{klen}/{vlen} block {i}");
+                assert_eq!(block.weight(), block.len() * (klen + vlen) + 64);
+            }
+            assert_eq!(read.len(), b.len());
+        }
+        reads_back(&seg, &entries);
+        let (first, last) = (&entries[0].0, &entries[entries.len() - 1].0);
+        let p = seg.seek_ge(first, false).unwrap().unwrap();
+        assert_eq!(seg.block(p.block).unwrap().key(p.entry), &entries[1].0[..]);
+        let p = seg.seek_lt(Some(last)).unwrap().unwrap();
+        assert_eq!(
+            seg.block(p.block).unwrap().key(p.entry),
+            &entries[entries.len() - 2].0[..]
+        );
+    }
+    let entries = uniform_entries(20_000, 8, 8);
+    let (_, blocks) = build(&entries);
+    let per_entry = blocks.iter().map(|b| b.weight()).sum::<usize>() as f64 / 20_000.0;
+    assert!(per_entry < 17.0, "{per_entry} bytes an entry");
+}
+
+/// A deletion, a key longer than 8 bytes, or a second key or value length keeps a block in
+/// the listed layout, and it reads back the same.
+#[test]
+fn other_blocks_stay_listed() {
+    let mut with_deletion = uniform_entries(500, 8, 8);
+    with_deletion[250].1 = None;
+    let mut two_value_lengths = uniform_entries(500, 8, 8);
+    two_value_lengths[100].1 = Some(vec![1, 2, 3]);
+    let mut two_key_lengths = uniform_entries(500, 8, 8);
+    two_key_lengths.insert(0, (vec![0, 0, 0, 0, 0, 0, 0], Some(vec![9; 8])));
+    let long_keys = uniform_entries(500, 8, 8)
+        .into_iter()
+        .map(|(k, v)| ([&k[..], &[7]].concat(), v))
+        .collect::<Vec<_>>();
+    for entries in [with_deletion, two_value_lengths, two_key_lengths, long_keys] {
+        let (bytes, built) = build(&entries);
+        assert_eq!(built.len(), 1);
+        let seg = Arc::new(write_and_open(&bytes, entries.len() as u64).unwrap());
+        let read = seg.block_using(0, CacheUse::Bypass).unwrap();
+        assert!(!built[0].is_fixed() && !read.is_fixed());
+        let mut hint = None;
+        for (k, v) in &entries {
+            let got = seg
+                .get_with(k, &mut hint, |v| v.map(<[u8]>::to_vec))
+                .unwrap();
+            assert_eq!(got, Some(v.clone()), "key {k:?}");
+        }
+    }
 }
