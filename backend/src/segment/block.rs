@@ -34,12 +34,18 @@ enum Layout {
         key_lens: Box<[u16]>,
     },
     /// Entries that are all values (no deletion), every key `key_len` <= 8 bytes long and
-    /// every value `value_len` bytes: `data` holds only the keys and values, key then value,
-    /// back to back, and a search reads the keys in place. The slasher's `current_epochs` and
+    /// every value of one length: `data` holds only the keys and values, key then value, back
+    /// to back, and a search reads the keys in place. The slasher's `current_epochs` and
     /// `attesters_max_targets` entries (8-byte keys and values) take 16 bytes each this way,
     /// instead of 36 listed: the blocks the slasher reads in every batch fit the cache of a
     /// small memory limit 2.25 times as well (docs/runs/profiles.md §7.9).
-    Fixed { key_len: usize, value_len: usize },
+    Fixed {
+        key_len: usize,
+        /// `key_len` plus the value's length.
+        stride: usize,
+        /// How many entries (kept, so that no lookup divides).
+        count: usize,
+    },
 }
 
 /// Positions of ascending [`key_prefix`]es, for [`search_prefixed`]: an array of them, or the
@@ -58,16 +64,18 @@ impl Prefixes for [u64] {
     }
 }
 
-/// The keys of a [`Layout::Fixed`] block, `stride` bytes apart from the start of `data`.
+/// The `count` keys of a [`Layout::Fixed`] block, `stride` bytes apart from the start of
+/// `data`.
 struct InPlace<'a> {
     data: &'a [u8],
     stride: usize,
     key_len: usize,
+    count: usize,
 }
 
 impl Prefixes for InPlace<'_> {
     fn count(&self) -> usize {
-        self.data.len() / self.stride
+        self.count
     }
     fn at(&self, i: usize) -> Option<u64> {
         let start = i.checked_mul(self.stride)?;
@@ -198,7 +206,11 @@ impl Block {
         }
         Ok(Block {
             data: data.into_boxed_slice(),
-            layout: Layout::Fixed { key_len, value_len },
+            layout: Layout::Fixed {
+                key_len,
+                stride: key_len + value_len,
+                count: n,
+            },
         })
     }
 
@@ -341,7 +353,11 @@ impl Block {
         }
         (at == body.len()).then(|| Block {
             data: out.into_boxed_slice(),
-            layout: Layout::Fixed { key_len, value_len },
+            layout: Layout::Fixed {
+                key_len,
+                stride,
+                count: n,
+            },
         })
     }
 
@@ -480,7 +496,7 @@ impl Block {
     pub(crate) fn len(&self) -> usize {
         match &self.layout {
             Layout::Listed { offsets, .. } => offsets.len(),
-            Layout::Fixed { key_len, value_len } => self.data.len() / (key_len + value_len),
+            Layout::Fixed { count, .. } => *count,
         }
     }
 
@@ -492,8 +508,10 @@ impl Block {
                 let off = offsets.get(i).copied().unwrap_or(0) as usize;
                 entry_at(&self.data, off).0
             }
-            Layout::Fixed { key_len, value_len } => {
-                let start = i * (key_len + value_len);
+            Layout::Fixed {
+                key_len, stride, ..
+            } => {
+                let start = i * stride;
                 self.data.get(start..start + key_len).unwrap_or(&[])
             }
         }
@@ -506,9 +524,11 @@ impl Block {
                 let off = offsets.get(i).copied().unwrap_or(0) as usize;
                 entry_at(&self.data, off).1
             }
-            Layout::Fixed { key_len, value_len } => {
-                let start = i * (key_len + value_len) + key_len;
-                self.data.get(start..start + value_len)
+            Layout::Fixed {
+                key_len, stride, ..
+            } => {
+                let start = i * stride;
+                self.data.get(start + key_len..start + stride)
             }
         }
     }
@@ -526,10 +546,13 @@ impl Block {
                 prefixes.get(i).copied(),
                 key_lens.get(i).map(|&l| usize::from(l)),
             ),
-            Layout::Fixed { key_len, .. } => (
-                (i < self.len()).then(|| key_prefix(self.key(i))),
-                Some(*key_len),
-            ),
+            Layout::Fixed {
+                key_len, stride, ..
+            } => {
+                let start = i * stride;
+                let key = self.data.get(start..start + key_len);
+                (key.map(key_prefix), Some(*key_len))
+            }
         };
         match own_prefix.map(|p| p.cmp(&prefix)) {
             Some(Ordering::Equal) => match own_len {
@@ -551,11 +574,16 @@ impl Block {
         };
         match &self.layout {
             Layout::Listed { prefixes, .. } => search_prefixed(&**prefixes, prefix, before),
-            Layout::Fixed { key_len, value_len } => {
+            Layout::Fixed {
+                key_len,
+                stride,
+                count,
+            } => {
                 let keys = InPlace {
                     data: &self.data,
-                    stride: key_len + value_len,
+                    stride: *stride,
                     key_len: *key_len,
+                    count: *count,
                 };
                 search_prefixed(&keys, prefix, before)
             }
