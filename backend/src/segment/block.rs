@@ -299,7 +299,7 @@ impl Block {
             let (shared, suffix, tag) =
                 (varint(&mut peek)?, varint(&mut peek)?, varint(&mut peek)?);
             let value_shared = varint(&mut peek)?;
-            (shared == 0 && value_shared == 0 && tag != 0).then_some((suffix, tag - 1))?
+            (shared == 0 && value_shared == 0 && tag != 0).then(|| (suffix, tag - 1))?
         };
         let stride = key_len + value_len;
         // The listed form's bound on what a block may expand to (see `decode_v2`): every
