@@ -969,12 +969,14 @@ fn uniform_short_entries_take_the_fixed_layout() {
     assert!(per_entry < 17.0, "{per_entry} bytes an entry");
 }
 
-/// A deletion, a key longer than 8 bytes, or a second key or value length keeps a block in
-/// the listed layout, and it reads back the same.
+/// A deletion (also as the first entry), a key longer than 8 bytes, or a second key or value
+/// length keeps a block in the listed layout, and it reads back the same.
 #[test]
 fn other_blocks_stay_listed() {
     let mut with_deletion = uniform_entries(500, 8, 8);
     with_deletion[250].1 = None;
+    let mut starting_with_deletion = uniform_entries(500, 8, 8);
+    starting_with_deletion[0].1 = None;
     let mut two_value_lengths = uniform_entries(500, 8, 8);
     two_value_lengths[100].1 = Some(vec![1, 2, 3]);
     let mut two_key_lengths = uniform_entries(500, 8, 8);
@@ -983,7 +985,13 @@ fn other_blocks_stay_listed() {
         .into_iter()
         .map(|(k, v)| ([&k[..], &[7]].concat(), v))
         .collect::<Vec<_>>();
-    for entries in [with_deletion, two_value_lengths, two_key_lengths, long_keys] {
+    for entries in [
+        with_deletion,
+        starting_with_deletion,
+        two_value_lengths,
+        two_key_lengths,
+        long_keys,
+    ] {
         let (bytes, built) = build(&entries);
         assert_eq!(built.len(), 1);
         let seg = Arc::new(write_and_open(&bytes, entries.len() as u64).unwrap());
