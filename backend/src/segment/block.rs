@@ -158,12 +158,12 @@ impl Block {
         let prefixes = keys.iter().map(|k| key_prefix(k)).collect();
         let key_lens = keys.iter().map(|k| k.len() as u16).collect();
         drop(keys);
-        Block::listed(data, offsets, prefixes, key_lens)
+        Block::from_listed(data, offsets, prefixes, key_lens)
     }
 
     /// A listed block, or its [`Layout::Fixed`] form if its entries allow it: every block
     /// built or read comes through here.
-    fn listed(
+    fn from_listed(
         data: Box<[u8]>,
         offsets: Box<[u32]>,
         prefixes: Box<[u64]>,
@@ -435,7 +435,7 @@ impl Block {
         if at != body.len() {
             return Err(bad("trailing bytes after entries"));
         }
-        Ok(Block::listed(
+        Ok(Block::from_listed(
             out.into_boxed_slice(),
             offsets.into_boxed_slice(),
             prefixes.into_boxed_slice(),
