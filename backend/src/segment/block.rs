@@ -17,7 +17,7 @@ pub(crate) struct Block {
     layout: Layout,
 }
 
-/// How a decoded block holds its entries in memory (design.md §2).
+/// How a decoded block holds its entries in memory (design.md §1).
 #[derive(Debug)]
 enum Layout {
     /// Any entries: `data` holds each as `key_len u16 | value_len u32 | key | value`
@@ -150,66 +150,50 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
 }
 
 impl Block {
+    /// A block in the in-memory form of format 1 and the builder (`data`, entries at
+    /// `offsets`): fixed if its entries allow it ([`Block::fixed`]), else listed.
     pub(super) fn new(data: Box<[u8]>, offsets: Box<[u32]>) -> Block {
-        let keys: Vec<&[u8]> = offsets
-            .iter()
-            .map(|&off| entry_at(&data, off as usize).0)
-            .collect();
-        let prefixes = keys.iter().map(|k| key_prefix(k)).collect();
-        let key_lens = keys.iter().map(|k| k.len() as u16).collect();
-        drop(keys);
-        Block::from_listed(data, offsets, prefixes, key_lens)
-    }
-
-    /// A listed block, or its [`Layout::Fixed`] form if its entries allow it: every block
-    /// built or read comes through here.
-    fn from_listed(
-        data: Box<[u8]>,
-        offsets: Box<[u32]>,
-        prefixes: Box<[u64]>,
-        key_lens: Box<[u16]>,
-    ) -> Block {
-        let block = Block {
-            data,
+        if let Some(fixed) = Block::fixed(&data, &offsets) {
+            return fixed;
+        }
+        let keys = || offsets.iter().map(|&off| entry_at(&data, off as usize).0);
+        let prefixes = keys().map(key_prefix).collect();
+        let key_lens = keys().map(|k| k.len() as u16).collect();
+        Block {
             layout: Layout::Listed {
                 offsets,
                 prefixes,
                 key_lens,
             },
-        };
-        block.fixed().unwrap_or_else(|listed| listed)
+            data,
+        }
     }
 
-    /// The [`Layout::Fixed`] form of a listed block whose entries are all values with keys
-    /// of one length up to 8 bytes and values of one length; `Err(self)` otherwise.
-    fn fixed(self) -> std::result::Result<Block, Block> {
-        let n = self.len();
-        let shape = (n > 0)
-            .then(|| (self.key(0).len(), self.value(0).map(<[u8]>::len)))
-            .and_then(|(k, v)| Some((k, v?)))
-            .filter(|&(k, _)| k <= 8);
-        let Some((key_len, value_len)) = shape else {
-            return Err(self);
-        };
+    /// The [`Layout::Fixed`] form of the entries at `offsets` of the listed `data`, if they
+    /// are all values with keys of one length up to 8 bytes and values of one length.
+    fn fixed(data: &[u8], offsets: &[u32]) -> Option<Block> {
+        let entries = || offsets.iter().map(|&off| entry_at(data, off as usize));
+        let (key, value) = entries().next()?;
+        let (key_len, value_len) = (key.len(), value?.len());
         // A zero-length key and value would make a stride of 0; such a block has one entry.
-        if key_len + value_len == 0
-            || (1..n).any(|i| {
-                self.key(i).len() != key_len || self.value(i).map(<[u8]>::len) != Some(value_len)
-            })
+        if key_len > 8
+            || key_len + value_len == 0
+            || entries().any(|(k, v)| k.len() != key_len || v.map(<[u8]>::len) != Some(value_len))
         {
-            return Err(self);
+            return None;
         }
-        let mut data = Vec::with_capacity(n * (key_len + value_len));
-        for i in 0..n {
-            data.extend_from_slice(self.key(i));
-            data.extend_from_slice(self.value(i).unwrap_or_default());
+        let stride = key_len + value_len;
+        let mut out = Vec::with_capacity(offsets.len() * stride);
+        for (k, v) in entries() {
+            out.extend_from_slice(k);
+            out.extend_from_slice(v.unwrap_or_default());
         }
-        Ok(Block {
-            data: data.into_boxed_slice(),
+        Some(Block {
+            data: out.into_boxed_slice(),
             layout: Layout::Fixed {
                 key_len,
-                stride: key_len + value_len,
-                count: n,
+                stride,
+                count: offsets.len(),
             },
         })
     }
@@ -320,10 +304,8 @@ impl Block {
             }
             let value_shared = varint(&mut at)?;
             let vsuffix = tag - 1;
-            if shared + suffix != key_len
-                || value_shared + vsuffix != value_len
-                || (i == 0 && (shared > 0 || value_shared > 0))
-            {
+            // (The first entry, read again, shares nothing: see above.)
+            if shared + suffix != key_len || value_shared + vsuffix != value_len {
                 return None;
             }
             let value_at = at.checked_add(suffix)?;
@@ -435,12 +417,15 @@ impl Block {
         if at != body.len() {
             return Err(bad("trailing bytes after entries"));
         }
-        Ok(Block::from_listed(
-            out.into_boxed_slice(),
-            offsets.into_boxed_slice(),
-            prefixes.into_boxed_slice(),
-            key_lens.into_boxed_slice(),
-        ))
+        // A block of the fixed form's shape was expanded by `decode_v2_fixed` already.
+        Ok(Block {
+            data: out.into_boxed_slice(),
+            layout: Layout::Listed {
+                offsets: offsets.into_boxed_slice(),
+                prefixes: prefixes.into_boxed_slice(),
+                key_lens: key_lens.into_boxed_slice(),
+            },
+        })
     }
 
     /// Appends entry (`key`, `value`) in format 2 to `out`, the format-2 bytes of a block whose
