@@ -45,8 +45,9 @@ BACKENDS=(lmdb mdbx redb butter)
 # Debian packages: btrfs-progs (mkfs.btrfs, btrfs), libclang-dev (bindgen for the MDBX
 # binding), build-essential and pkg-config (C parts of LMDB/MDBX), util-linux and mount
 # (losetup, setpriv, mount), python3 (scripts/import_cycles.py, and the Lighthouse glue's
-# patch.py, which tests/tests/lighthouse_glue.rs runs on a tree of its own) and git (that test).
-PACKAGES=(btrfs-progs util-linux mount python3 git)
+# patch.py, which tests/tests/lighthouse_glue.rs runs on a tree of its own), git (that test) and
+# strace (tools/tests/two_users.rs slows `butter remove` down with it, to stop it part-way).
+PACKAGES=(btrfs-progs util-linux mount python3 git strace)
 LOG_TAG=test.sh
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"

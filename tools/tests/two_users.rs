@@ -39,6 +39,16 @@ fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// Sends SIGCONT and SIGKILL to a child when dropped: one stopped by a test that then failed.
+struct KillOnDrop(rustix::process::Pid);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = rustix::process::kill_process(self.0, rustix::process::Signal::Cont);
+        let _ = rustix::process::kill_process(self.0, rustix::process::Signal::Kill);
+    }
+}
+
 /// A directory owned by uid 65534, mode 0755: the other user's.
 fn nobodys_dir(p: &Path) {
     std::fs::create_dir(p).unwrap();
@@ -317,14 +327,23 @@ fn remove_swapped_mid_removal() {
     let all = gens(&db);
     assert_eq!(all as u64, EXTRA + 1);
 
-    let child = Command::new(env!("CARGO_BIN_EXE_butter"))
-        .args(["remove", path(&db)])
+    // `butter remove` runs under strace, which holds it for 20 ms after each ioctl (each
+    // generation's deletion is one), so that the loop below sees it part-way through on a busy
+    // machine (without the delay it deleted all 151 generations before this loop looked, once
+    // in CI). Stopping strace stops `butter` at its next system call: strace does not let it go
+    // on while it is stopped.
+    let child = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=ioctl"])
+        .args(["-e", "inject=ioctl:delay_exit=20000", "--"])
+        .args([env!("CARGO_BIN_EXE_butter"), "remove", path(&db)])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .expect("strace (Debian package strace) runs");
     let pid = rustix::process::Pid::from_child(&child);
+    // If an assertion fails while it is stopped, it must not stay stopped on the mount.
+    let guard = KillOnDrop(pid);
     // Stop it as soon as the first generation is gone: it is deleting them.
     let start = Instant::now();
     loop {
@@ -342,12 +361,14 @@ fn remove_swapped_mid_removal() {
         left > 0,
         "stopped too late: every generation was already deleted"
     );
+    eprintln!("remove stopped with {left} of {all} generations left");
     as_nobody(&format!(
         "mv {db} {db}.old && ln -s {victim} {db}",
         db = path(&db),
         victim = path(&victim)
     ));
     rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
+    std::mem::forget(guard);
     let o = child.wait_with_output().unwrap();
     assert_eq!(
         tree(&victim),
