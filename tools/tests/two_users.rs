@@ -12,6 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -39,13 +40,15 @@ fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-/// Sends SIGCONT and SIGKILL to a child when dropped: one stopped by a test that then failed.
+/// Sends SIGCONT and SIGKILL to a process group when dropped: a child (and what it runs) that
+/// a test stopped and then failed.
 struct KillOnDrop(rustix::process::Pid);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        let _ = rustix::process::kill_process(self.0, rustix::process::Signal::Cont);
-        let _ = rustix::process::kill_process(self.0, rustix::process::Signal::Kill);
+        use rustix::process::{kill_process_group, Signal};
+        let _ = kill_process_group(self.0, Signal::Cont);
+        let _ = kill_process_group(self.0, Signal::Kill);
     }
 }
 
@@ -329,13 +332,15 @@ fn remove_swapped_mid_removal() {
 
     // `butter remove` runs under strace, which holds it for 20 ms after each ioctl (each
     // generation's deletion is one), so that the loop below sees it part-way through on a busy
-    // machine (without the delay it deleted all 151 generations before this loop looked, once
-    // in CI). Stopping strace stops `butter` at its next system call: strace does not let it go
-    // on while it is stopped.
+    // machine (without the delay, once in CI, this test failed with the child left stopped,
+    // most likely because all 151 generations were gone before the loop looked). Stopping
+    // strace stops `butter` at its next system call: strace does not let it go on while it is
+    // stopped. Both are in a process group of their own, for the guard below.
     let child = Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=ioctl"])
         .args(["-e", "inject=ioctl:delay_exit=20000", "--"])
         .args([env!("CARGO_BIN_EXE_butter"), "remove", path(&db)])
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
