@@ -22,6 +22,25 @@ pub(super) fn baseline<'a>(
         .or_else(|| lmdb().next())
 }
 
+/// `base` if it ran as many batches as `row`, for ratios over a whole row: a row cut short
+/// (OOM-killed, interrupted) is not compared over batches the other one did not run.
+pub(super) fn same_batches<'a>(
+    row: &BackendResult,
+    base: Option<&'a BackendResult>,
+) -> Option<&'a BackendResult> {
+    base.filter(|b| b.batches.len() == row.batches.len())
+}
+
+/// `base` if it ran as many batches of `phase` as `row` did: the same rule within a phase (an
+/// LMDB row killed in the steady epoch still compares in the epochs before).
+pub(super) fn same_phase_batches<'a>(
+    row: &BackendResult,
+    base: Option<&'a BackendResult>,
+    phase: Phase,
+) -> Option<&'a BackendResult> {
+    base.filter(|b| phase_batches(b, phase).len() == phase_batches(row, phase).len())
+}
+
 pub(super) fn ratio(value: f64, base: Option<f64>) -> String {
     match base {
         Some(b) if b > 0.0 => format!("{:.2}×", value / b),

@@ -164,6 +164,65 @@ fn phase_table_compares_storage_with_lmdb_in_the_same_phase() {
 }
 
 #[test]
+fn a_row_cut_short_is_compared_only_where_it_ran_the_same_batches() {
+    // LMDB killed in the steady epoch (one of butter's two steady batches); both ran the cold
+    // and next epochs whole.
+    let mut lmdb = timed_row(
+        "lmdb@ext4",
+        "lmdb",
+        &[(1, 100.0, 80.0), (2, 50.0, 40.0), (3, 10.0, 5.0)],
+    );
+    lmdb.interrupted = true;
+    (lmdb.median_batch_ms, lmdb.total_s) = (50.0, 0.16);
+    let mut butter = timed_row(
+        "butter@ext4",
+        "butter",
+        &[
+            (1, 90.0, 40.0),
+            (2, 30.0, 10.0),
+            (3, 20.0, 4.0),
+            (4, 20.0, 4.0),
+        ],
+    );
+    (butter.median_batch_ms, butter.total_s) = (25.0, 0.16);
+    let group = [(0, &lmdb), (1, &butter)];
+    let mut s = String::new();
+    render_phases(&mut s, &group);
+    let line = |phase: &str| {
+        s.lines()
+            .find(|l| l.contains("butter@ext4") && l.contains(phase))
+            .unwrap_or_else(|| panic!("butter's {phase} line"))
+            .to_string()
+    };
+    assert!(
+        line("next epoch").ends_with("| 0.60× | 0.60× | 0.25× | 0.25× |"),
+        "{s}"
+    );
+    // 2 steady batches against 1: no ratio, rather than one over other batches.
+    assert!(line("steady").ends_with("| – | – | – | – |"), "{s}");
+    // Nor over the whole row.
+    let butter_row = |backends: Vec<BackendResult>| {
+        let report = Report {
+            schema: REPORT_SCHEMA.into(),
+            generated_by: String::new(),
+            runs: vec![run_with(0, backends)],
+        };
+        render_markdown(&report, &[])
+            .lines()
+            .find(|l| l.starts_with("| 0 | butter@ext4 | "))
+            .expect("butter's row")
+            .to_string()
+    };
+    let row = butter_row(vec![lmdb.clone(), butter.clone()]);
+    assert!(row.contains("| 0.2 | – | – | – | – |"), "{row}");
+    // The same row, whole: compared.
+    lmdb.interrupted = false;
+    lmdb.batches.push(butter.batches[3].clone());
+    let row = butter_row(vec![lmdb, butter]);
+    assert!(row.contains("| 0.2 | 0.50× |"), "{row}");
+}
+
+#[test]
 fn commit_parts_are_summed_per_phase_beside_lmdb_commits() {
     let mut lmdb = timed_row("lmdb@ext4", "lmdb", &[(1, 100.0, 80.0), (2, 50.0, 40.0)]);
     lmdb.batches[0].commit_ms = 30.0;

@@ -9,7 +9,7 @@ use crate::report::charts;
 use crate::report::gate::{first_disagreement, gate, groups, missing_expected};
 use crate::report::model::{BackendResult, BatchMerges, FillSummary, Report, Run};
 use crate::report::scale::render_scale;
-use crate::report::table::{baseline, mib, opt_mib, ratio};
+use crate::report::table::{baseline, mib, opt_mib, ratio, same_batches};
 use crate::system::environment::Build;
 use std::fmt::Write as _;
 
@@ -122,7 +122,7 @@ fn render_rows_table(s: &mut String, group: &[(usize, &BackendResult)]) {
          ---:|---:|\n",
     );
     for (run_index, r) in group {
-        let base = baseline(r, group);
+        let base = same_batches(r, baseline(r, group));
         let durability = if r.durable {
             "durable".to_string()
         } else {

@@ -3,7 +3,9 @@
 
 use super::cells::{part_names, percent, unless_client};
 use crate::report::model::{BackendResult, BatchRecord, CommitParts};
-use crate::report::table::{baseline, mib, phase_batches, phase_times, ratio, Phase, PhaseTimes};
+use crate::report::table::{
+    baseline, mib, phase_batches, phase_times, ratio, same_phase_batches, Phase, PhaseTimes,
+};
 use crate::system::measure::Summary;
 use std::fmt::Write as _;
 
@@ -34,7 +36,7 @@ pub(crate) fn render_phases(s: &mut String, group: &[(usize, &BackendResult)]) {
             let Some(t) = phase_times(r, phase) else {
                 continue;
             };
-            let b = base.and_then(|b| phase_times(b, phase));
+            let b = same_phase_batches(r, base, phase).and_then(|b| phase_times(b, phase));
             let share = percent(t.storage_total_s, t.total_s);
             let _ = writeln!(
                 s,
@@ -121,7 +123,7 @@ pub(crate) fn render_clock(s: &mut String, group: &[(usize, &BackendResult)]) {
             let (Some(c), Some(t)) = (phase_clock(r, phase), phase_times(r, phase)) else {
                 continue;
             };
-            let b = base.and_then(|b| phase_clock(b, phase));
+            let b = same_phase_batches(r, base, phase).and_then(|b| phase_clock(b, phase));
             let share = percent(c.clock_total_s, t.storage_total_s);
             let _ = writeln!(
                 s,

@@ -2,7 +2,7 @@
 
 use crate::report::gate::groups;
 use crate::report::model::Report;
-use crate::report::table::{baseline, ratio};
+use crate::report::table::{baseline, ratio, same_batches};
 use std::fmt::Write as _;
 
 /// A short plain-text table of every row: for the terminal.
@@ -15,7 +15,7 @@ pub fn summary_table(report: &Report) -> String {
     );
     for group in groups(report).values() {
         for (_, r) in group {
-            let base = baseline(r, group);
+            let base = same_batches(r, baseline(r, group));
             let _ = writeln!(
                 s,
                 "{:<26} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.2} {:>9} {:>9}",
