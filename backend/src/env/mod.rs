@@ -152,7 +152,7 @@ impl EnvBuilder {
     /// the value chunks kept for the next transaction) before it writes the largest of them
     /// to a sorted run in `live/` and goes on (design.md §2, "Spilling"). The default is an
     /// eighth of the memory available to the process when it opens the database, between
-    /// 4 MiB and 1 GiB ([`crate::memory::default_memtable_bytes`]). A transaction smaller
+    /// 16 MiB and 1 GiB ([`crate::memory::default_memtable_bytes`]). A transaction smaller
     /// than this never spills. At least 16 KiB (tests use small budgets to make spills
     /// cheap).
     pub fn memtable_bytes(mut self, bytes: u64) -> Self {

@@ -157,8 +157,9 @@ fn default_cache_is_an_eighth_of_what_is_available_within_bounds() {
 }
 
 #[test]
-fn default_memtable_budget_is_an_eighth_of_what_is_available_within_bounds() {
-    assert_eq!(default_memtable_bytes(Some(96 << 20)), 12 << 20);
+fn default_memtable_budget_is_an_eighth_of_what_is_available_at_least_16_mib() {
+    assert_eq!(default_memtable_bytes(Some(256 << 20)), 32 << 20);
+    assert_eq!(default_memtable_bytes(Some(96 << 20)), MIN_MEMTABLE_BYTES);
     assert_eq!(default_memtable_bytes(Some(16 << 20)), MIN_MEMTABLE_BYTES);
     assert_eq!(default_memtable_bytes(Some(64 << 30)), MAX_MEMTABLE_BYTES);
     assert_eq!(default_memtable_bytes(None), MAX_MEMTABLE_BYTES);
