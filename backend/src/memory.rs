@@ -268,12 +268,12 @@ pub fn default_memtable_bytes(available: Option<u64>) -> u64 {
 
 /// The memtable budget's default is `available / MEMTABLE_SHARE`.
 pub const MEMTABLE_SHARE: u64 = 8;
-/// The smallest default memtable budget, which limits under 128 MiB get (a quarter of 64 MiB).
-/// A transaction that outgrows its budget spills runs and reads them back at its commit: the
-/// mainnet sample's cold batches hold ~13 MiB, and under 66 MiB, with a budget of an eighth
-/// (8.25 MiB), every one of them spilled, which made its storage time 1.17× and its device
-/// reads 9× what they are with 16 MiB (docs/runs/memory-limit.md §6.4). Pressure still halves
-/// it from level 3 (design.md §7.1).
+/// The smallest default memtable budget: every limit up to 128 MiB gets it (a quarter of a
+/// 64 MiB limit). A transaction that outgrows its budget spills runs and reads them back at its
+/// commit: the mainnet sample's cold batches hold ~13 MiB, and under a 66 MiB limit, with a
+/// budget of an eighth (8.25 MiB), every one of them spilled, which made its storage time
+/// 1.11–1.19× and its device reads 9× what they are with 16 MiB (docs/runs/memory-limit.md
+/// §6.4). Pressure still halves it from level 3 (design.md §7.1).
 pub const MIN_MEMTABLE_BYTES: u64 = 16 << 20;
 /// The largest default memtable budget, reached with 8 GiB available.
 pub const MAX_MEMTABLE_BYTES: u64 = 1 << 30;
