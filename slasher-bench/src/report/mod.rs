@@ -24,5 +24,5 @@ pub use model::{
     SlasherConfigInfo, SlashingRecord, SlashingsFound, VoteRecord, REPORT_SCHEMA,
 };
 pub use render::*;
-pub use scale::{render_scale, scale_rows, ScaleRow};
+pub use scale::{render_scale, scale_rows, ScaleBase, ScaleRow};
 pub use table::{phase_times, Phase, PhaseTimes};

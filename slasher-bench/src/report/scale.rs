@@ -4,7 +4,7 @@
 
 use super::model::{BackendResult, Report};
 use super::table::{baseline, mib, opt_mib, phase_batches, ratio};
-use super::table::{phase_times, Phase};
+use super::table::{phase_times, same_batches, same_phase_batches, Phase};
 use crate::system::measure::Summary;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -62,9 +62,44 @@ impl ScaleRow {
     }
 }
 
+/// What a [`ScaleRow`]'s ratios divide by: the LMDB row of the same validator count and
+/// settings, each figure `None` where that row did not run the batches the figure covers as
+/// the compared row did (a row cut short, e.g. OOM-killed, is compared only over what both
+/// ran): the phase columns within their phase, the database and RSS over the whole row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleBase {
+    /// The LMDB row's figures, as its own line shows them.
+    pub row: ScaleRow,
+    /// `row.cold_epoch_total_s` if both rows ran the same cold-epoch batches.
+    pub cold_epoch_total_s: Option<f64>,
+    /// `row.steady`'s median if both rows ran the same steady batches.
+    pub steady_median_ms: Option<f64>,
+    /// `row.db_bytes` if both rows ran the same batches.
+    pub db_bytes: Option<u64>,
+    /// `row.peak_rss_bytes` if both rows ran the same batches.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl ScaleBase {
+    fn of(row: &BackendResult, base: &BackendResult, base_row: ScaleRow) -> ScaleBase {
+        let in_phase = |phase| same_phase_batches(row, Some(base), phase).is_some();
+        let whole = same_batches(row, Some(base)).is_some();
+        ScaleBase {
+            cold_epoch_total_s: in_phase(Phase::ColdEpoch).then_some(base_row.cold_epoch_total_s),
+            steady_median_ms: base_row
+                .steady
+                .filter(|_| in_phase(Phase::Steady))
+                .map(|(m, _)| m),
+            db_bytes: whole.then_some(base_row.db_bytes),
+            peak_rss_bytes: base_row.peak_rss_bytes.filter(|_| whole),
+            row: base_row,
+        }
+    }
+}
+
 /// Every row of `report` with its validator count, in (settings, validators, run) order; empty
 /// unless the report holds at least two validator counts.
-pub fn scale_rows(report: &Report) -> Vec<(ScaleRow, Option<ScaleRow>)> {
+pub fn scale_rows(report: &Report) -> Vec<(ScaleRow, Option<ScaleBase>)> {
     let mut by_key: BTreeMap<(String, u64), Vec<&BackendResult>> = BTreeMap::new();
     for run in &report.runs {
         let Some(validators) = run
@@ -88,7 +123,8 @@ pub fn scale_rows(report: &Report) -> Vec<(ScaleRow, Option<ScaleRow>)> {
     for ((settings, validators), members) in by_key {
         let group: Vec<(usize, &BackendResult)> = members.iter().map(|r| (0, *r)).collect();
         for r in &members {
-            let base = baseline(r, &group).map(|b| ScaleRow::of(validators, settings.clone(), b));
+            let base = baseline(r, &group)
+                .map(|b| ScaleBase::of(r, b, ScaleRow::of(validators, settings.clone(), b)));
             rows.push((ScaleRow::of(validators, settings.clone(), r), base));
         }
     }
@@ -104,7 +140,8 @@ pub fn render_scale(s: &mut String, report: &Report) {
     s.push_str(
         "## Scale\n\nThe same kind of fixture at several validator counts. *Cold epoch*: the \
          first 32 batches (a slasher cold start); *steady*: every batch from the third epoch on. \
-         Ratios are row ÷ the LMDB row of the same validator count and settings.\n\n",
+         Ratios are row ÷ the LMDB row of the same validator count and settings, each over \
+         the batches both rows ran (– where one was cut short).\n\n",
     );
     s.push_str(
         "| settings | validators | row | cold start ms | cold epoch s | steady median ms | \
@@ -129,13 +166,13 @@ pub fn render_scale(s: &mut String, report: &Report) {
             r.median_commit_ms,
             mib(r.db_bytes),
             opt_mib(r.peak_rss_bytes),
-            ratio(r.first_batch_ms, base.map(|b| b.first_batch_ms)),
-            ratio(r.cold_epoch_total_s, base.map(|b| b.cold_epoch_total_s)),
+            ratio(r.first_batch_ms, base.map(|b| b.row.first_batch_ms)),
+            ratio(r.cold_epoch_total_s, base.and_then(|b| b.cold_epoch_total_s)),
             r.steady.map_or("–".into(), |(m, _)| ratio(
                 m,
-                base.and_then(|b| b.steady).map(|(bm, _)| bm)
+                base.and_then(|b| b.steady_median_ms)
             )),
-            ratio(as_f64(r.db_bytes), base.map(|b| as_f64(b.db_bytes))),
+            ratio(as_f64(r.db_bytes), base.and_then(|b| b.db_bytes).map(as_f64)),
             r.peak_rss_bytes.map_or("–".into(), |rss| ratio(
                 as_f64(rss),
                 base.and_then(|b| b.peak_rss_bytes).map(as_f64)

@@ -634,21 +634,49 @@ fn scale_rows_compare_with_lmdb_at_the_same_validator_count() {
         .find(|(r, _)| r.validators == 2_000 && r.name == "butter@ext4")
         .expect("butter at 2,000");
     let base = base.as_ref().expect("an LMDB baseline");
-    assert_eq!(base.validators, 2_000);
-    assert_eq!(base.name, "lmdb@ext4");
+    assert_eq!(base.row.validators, 2_000);
+    assert_eq!(base.row.name, "lmdb@ext4");
     assert_eq!(butter.cold_epoch_total_s, 0.1);
     assert_eq!(butter.steady, Some((10.0, 30.0)));
-    assert_eq!(base.cold_epoch_total_s, 0.4);
-    let mut md = String::new();
-    render_scale(&mut md, &two);
-    assert!(md.contains("## Scale"), "{md}");
-    // butter at 2,000: first batch 100 vs LMDB's 400 -> 0.25×; DB 800 vs 400 -> 2.00×.
-    let line = md
-        .lines()
-        .find(|l| l.contains("| 2000 | butter@ext4 |"))
-        .expect("butter's line");
-    assert!(line.contains("| 0.25× |"), "{line}");
-    assert!(line.contains("| 2.00× |"), "{line}");
+    assert_eq!(base.cold_epoch_total_s, Some(0.4));
+    let butter_line = |report: &Report| {
+        let mut md = String::new();
+        render_scale(&mut md, report);
+        assert!(md.contains("## Scale"), "{md}");
+        md.lines()
+            .find(|l| l.contains("| 2000 | butter@ext4 |"))
+            .expect("butter's line")
+            .to_string()
+    };
+    // butter at 2,000, cells from "cold start ×LMDB" on: first batch 100 vs LMDB's 400,
+    // cold epoch 0.1 vs 0.4 s, steady median 20 vs 80 ms, DB 800 vs 400, RSS 1,600 vs 800.
+    let line = butter_line(&two);
+    assert!(
+        line.ends_with("| 0.25× | 0.25× | 0.25× | 2.00× | 2.00× |"),
+        "{line}"
+    );
+
+    // LMDB at 2,000 killed in its second steady batch: the cold start and the cold epoch,
+    // which both rows ran whole, still compare; the steady median, the database and the
+    // RSS do not, rather than over batches butter ran alone.
+    let mut cut = two.clone();
+    let lmdb = &mut cut.runs[1].backends[0];
+    lmdb.batches.pop();
+    lmdb.interrupted = true;
+    let (_, base) = scale_rows(&cut)
+        .into_iter()
+        .find(|(r, _)| r.validators == 2_000 && r.name == "butter@ext4")
+        .expect("butter at 2,000");
+    let base = base.expect("an LMDB baseline");
+    assert_eq!(base.cold_epoch_total_s, Some(0.4));
+    assert_eq!(
+        (base.steady_median_ms, base.db_bytes, base.peak_rss_bytes),
+        (None, None, None)
+    );
+    let line = butter_line(&cut);
+    assert!(line.ends_with("| 0.25× | 0.25× | – | – | – |"), "{line}");
+    // LMDB's own line still shows what it ran.
+    assert_eq!(base.row.steady, Some((40.0, 40.0)));
 }
 
 #[test]
