@@ -73,8 +73,7 @@ cleanup() {
         [[ -d $cg ]] || continue
         # A run still going (the script was stopped) ends with it.
         xargs -r kill -KILL <"$cg/cgroup.procs" 2>/dev/null
-        sleep 0.5
-        rmdir "$cg" 2>/dev/null || log "warning: could not remove the memory cgroup $cg"
+        remove_cgroup "$cg"
     done
     [[ -n $WORK ]] && remove_work_dir "$WORK"
     if ((rc == 0)); then log "done"; else log "FAILED (exit $rc)"; fi
@@ -129,12 +128,7 @@ side_setup() {
     cg=$CG_PARENT/ab-$$-r$round-$side
     mkdir "$cg"
     CGROUPS+=("$cg")
-    if ((CG_VERSION == 1)); then
-        echo "$LIMIT" >"$cg/memory.limit_in_bytes"
-    else
-        echo "$LIMIT" >"$cg/memory.max"
-        echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
-    fi
+    limit_memory_cgroup "$cg" "$LIMIT"
     CG[$side]=$cg
 }
 
@@ -153,10 +147,9 @@ side_run() {
         echo "$max" >"$OUT/$name.anon"
     ) &
     local sampler=$! rc=0
-    # The extra arguments are split on spaces on purpose; `$$` is the inner shell's.
-    # shellcheck disable=SC2086,SC2016
-    taskset -c "$core" sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
-        "${BIN[$side]}" replay --fixture "$FIXTURE" --backends "${AB_BACKENDS:-butter}" \
+    # The extra arguments are split on spaces on purpose.
+    # shellcheck disable=SC2086
+    in_cgroup "$cg" taskset -c "$core" "${BIN[$side]}" replay --fixture "$FIXTURE" --backends "${AB_BACKENDS:-butter}" \
         --db-dir "$WORK/r$round-$side/mnt/db" --out "$OUT/$name" --batches "$BATCHES" \
         --history-length "${AB_HISTORY:-256}" --no-progress ${ARGS[$side]} \
         >"$OUT/$name.log" 2>&1 || rc=$?
@@ -170,7 +163,7 @@ side_teardown() {
     unmount_below "$dir"
     detach_loops_below "$dir"
     rm -rf --one-file-system "$dir"
-    rmdir "${CG[$1]}" 2>/dev/null || log "warning: could not remove ${CG[$1]}"
+    remove_cgroup "${CG[$1]}"
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do

@@ -191,25 +191,8 @@ row_cgroup() {
     local cg=$CG_PARENT/slasher-bench-$$-${1//[^a-z0-9@-]/_}
     mkdir "$cg" || die "cannot create the memory cgroup $cg"
     CGROUPS+=("$cg")
-    if ((CG_VERSION == 1)); then
-        echo "$MEMORY_LIMIT" >"$cg/memory.limit_in_bytes"
-    else
-        echo "$MEMORY_LIMIT" >"$cg/memory.max"
-        echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
-    fi
+    limit_memory_cgroup "$cg" "$MEMORY_LIMIT"
     ROW_CGROUP=$cg
-}
-
-# in_cgroup CG COMMAND...: COMMAND in cgroup CG (none if CG is empty), entered before it
-# starts, so that everything it allocates and reads is charged there.
-in_cgroup() {
-    local cg=$1
-    shift
-    if [[ -z $cg ]]; then
-        "$@"
-    else
-        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@"
-    fi
 }
 
 # watch_cgroup ROW CG: in the background, every 2 s while the row runs, one line of what its
@@ -276,20 +259,9 @@ record_cgroup() {
     }'
 }
 
-# remove_row_cgroup CG: removes a row's cgroup once its processes are gone.
-remove_row_cgroup() {
-    local cg=$1 i
-    [[ -d $cg ]] || return 0
-    for i in 1 2 3 4 5; do
-        rmdir "$cg" 2>/dev/null && return 0
-        sleep 1
-    done
-    log "warning: could not remove the memory cgroup $cg (processes left: $(cat "$cg/cgroup.procs" | tr '\n' ' '))"
-}
-
 remove_row_cgroups() {
     local cg
-    for cg in "${CGROUPS[@]}"; do remove_row_cgroup "$cg"; done
+    for cg in "${CGROUPS[@]}"; do remove_cgroup "$cg"; done
 }
 
 choose_fixture() {

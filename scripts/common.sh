@@ -1,4 +1,5 @@
-# Shell functions shared by scripts/test.sh and scripts/bench.sh (sourced, not run).
+# Shell functions shared by scripts/test.sh, bench.sh, ab.sh and migrate-full-window.sh (sourced,
+# not run).
 # The sourcing script sets LOG_TAG (e.g. test.sh) and PACKAGES (Debian packages it needs
 # besides BUILD_PACKAGES, which building the workspace needs and every script that calls
 # install_packages gets).
@@ -81,6 +82,42 @@ find_memory_cgroup() {
         echo +memory >"$CG_PARENT/cgroup.subtree_control" ||
             die "memory limit: cannot enable the memory controller for children of $CG_PARENT (run from a cgroup that holds no processes, e.g. systemd-run --scope)"
     fi
+}
+
+# limit_memory_cgroup CG BYTES: the memory limit of cgroup CG (CG_VERSION from
+# find_memory_cgroup; under v2 no swap either).
+limit_memory_cgroup() {
+    local cg=$1 bytes=$2
+    if ((CG_VERSION == 1)); then
+        echo "$bytes" >"$cg/memory.limit_in_bytes"
+    else
+        echo "$bytes" >"$cg/memory.max"
+        echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
+    fi
+}
+
+# in_cgroup CG COMMAND...: COMMAND in cgroup CG (none if CG is empty), entered before it
+# starts, so that everything it allocates and reads is charged there.
+in_cgroup() {
+    local cg=$1
+    shift
+    if [[ -z $cg ]]; then
+        "$@"
+    else
+        # shellcheck disable=SC2016 # $$ and "$@" are the inner shell's
+        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@"
+    fi
+}
+
+# remove_cgroup CG: removes cgroup CG once its processes are gone (waits up to 5 s).
+remove_cgroup() {
+    local cg=$1 i
+    [[ -d $cg ]] || return 0
+    for i in 1 2 3 4 5; do
+        rmdir "$cg" 2>/dev/null && return 0
+        sleep 1
+    done
+    log "warning: could not remove the memory cgroup $cg (processes left: $(cat "$cg/cgroup.procs" | tr '\n' ' '))"
 }
 
 # Makes cargo reachable under `sudo`, which resets PATH to the system's.

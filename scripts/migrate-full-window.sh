@@ -76,7 +76,7 @@ move() {
     numfmt --from=iec "$LIMIT" >"$CG/$LIMIT_FILE"
     sync
     echo 3 >/proc/sys/vm/drop_caches
-    sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$CG" \
+    in_cgroup "$CG" \
         /usr/bin/time -v "$BIN" migrate --from "$from" --to "$to" --no-progress >"$OUT/$name.log" 2>&1 &
     local pid=$!
     while kill -0 "$pid" 2>/dev/null; do
