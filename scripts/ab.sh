@@ -7,10 +7,10 @@
 # (uncommitted changes included). Both may be the same revision with different replay
 # arguments (AB_ARGS_A, AB_ARGS_B), to compare a setting. The method of
 # docs/runs/memory-limit.md §6.4 and §6.6:
-#   1. builds slasher-bench in release mode for each side, each from its own copy of the
-#      sources (`git archive`) into its own target directory: with one target directory cargo
-#      may take the second side's sources for older than the first side's outputs (it compares
-#      modification times) and copy the first binary;
+#   1. builds slasher-bench (cargo profile AB_PROFILE_A / AB_PROFILE_B) for each side, each
+#      from its own copy of the sources (`git archive`) into its own target directory: with
+#      one target directory cargo may take the second side's sources for older than the first
+#      side's outputs (it compares modification times) and copy the first binary;
 #   2. per round: for each side a sparse btrfs image (`-m single`) on a direct-I/O loop device
 #      and a memory cgroup (a child of this script's own, v1 or v2) with the limit; caches
 #      dropped; then both sides' `slasher-bench replay` at once, each pinned to its own core
@@ -31,6 +31,8 @@
 #   AB_FIXTURE       the fixture (default: the sample with its slashings, as scripts/bench.sh
 #                    leaves it in $CARGO_TARGET_DIR/fixtures; run that once first)
 #   AB_IMAGE_SIZE    each side's image (default 8G, sparse)
+#   AB_PROFILE       the cargo profile of both builds (default maxperf, as scripts/bench.sh);
+#                    AB_PROFILE_A, AB_PROFILE_B for one side
 # Output: target/ab/<time>/ (each run's report directory and log, summary.txt). Everything
 # else it makes (copies, target directories, images, loop devices, cgroups) is removed at exit.
 
@@ -58,6 +60,7 @@ FIXTURE=${AB_FIXTURE:-$TARGET/fixtures/mainnet-merge-2022+slashings-128.fixture}
 [[ -f $FIXTURE ]] || die "no fixture $FIXTURE: run scripts/bench.sh once (it imports the sample), or set AB_FIXTURE"
 
 declare -A REV=([A]=$1 [B]=$2) ARGS=([A]=${AB_ARGS_A:-} [B]=${AB_ARGS_B:-})
+declare -A PROFILE=([A]=${AB_PROFILE_A:-${AB_PROFILE:-maxperf}} [B]=${AB_PROFILE_B:-${AB_PROFILE:-maxperf}})
 for side in A B; do
     [[ ${REV[$side]} == . ]] || git -C "$REPO" rev-parse --verify -q "${REV[$side]}^{commit}" >/dev/null ||
         die "${REV[$side]} is not a revision of $REPO"
@@ -90,7 +93,7 @@ base=$(pick_real_dir /var/tmp "$TARGET") || die "no directory on a real disk for
 WORK=$(mktemp -d "$base/ab.XXXXXX")
 OUT=$TARGET/ab/$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
-log "A: ${REV[A]} ${ARGS[A]}; B: ${REV[B]} ${ARGS[B]}; limit $LIMIT bytes, $BATCHES batches, $ROUNDS rounds; output $OUT"
+log "A: ${REV[A]} (${PROFILE[A]}) ${ARGS[A]}; B: ${REV[B]} (${PROFILE[B]}) ${ARGS[B]}; limit $LIMIT bytes, $BATCHES batches, $ROUNDS rounds; output $OUT"
 
 # ---- builds ----------------------------------------------------------------------------------
 
@@ -105,8 +108,8 @@ for side in A B; do
         git -C "$REPO" archive "${REV[$side]}" -- . ':!data' | tar -x -C "$src"
     fi
     log "building side $side (${REV[$side]}) in $WORK/target-$side"
-    (cd "$src" && CARGO_TARGET_DIR=$WORK/target-$side cargo build --release -q -p slasher-bench)
-    BIN[$side]=$WORK/target-$side/release/slasher-bench
+    (cd "$src" && CARGO_TARGET_DIR=$WORK/target-$side cargo build --profile "${PROFILE[$side]}" -q -p slasher-bench)
+    BIN[$side]=$WORK/target-$side/${PROFILE[$side]}/slasher-bench
 done
 if cmp -s "${BIN[A]}" "${BIN[B]}"; then
     log "the two binaries are identical: the rounds measure the set-up's noise and the arguments"

@@ -30,7 +30,8 @@
 # As root on a fresh Debian machine with Rust installed, it:
 #   1. installs what is missing (btrfs-progs, libclang-dev, build-essential, pkg-config,
 #      e2fsprogs, util-linux);
-#   2. builds slasher-bench in release mode with every backend;
+#   2. builds slasher-bench with every backend, in cargo profile maxperf (fat LTO, as
+#      Lighthouse builds its released binaries);
 #   3. imports the committed sample data/mainnet-merge-2022 (1,012 blocks around the Merge)
 #      into $CARGO_TARGET_DIR/fixtures/mainnet-merge-2022.fixture unless it is already there,
 #      and copies it with 10 slashable events added within the batches replayed (`slasher-bench
@@ -90,11 +91,11 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
-BIN=$TARGET/release/slasher-bench
 PACKAGES=(btrfs-progs e2fsprogs util-linux mount)
 LOG_TAG=bench.sh
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
+BIN=$TARGET/$REPLAY_PROFILE/slasher-bench
 IMAGE_SIZE=${BENCH_IMAGE_SIZE:-16G}
 SAMPLE=$REPO/data/mainnet-merge-2022
 ROWS_CHOICE=${BENCH_ROWS:-headline}
@@ -604,12 +605,12 @@ USAGE
 
     case ${BENCH_ALLOCATOR:-jemalloc} in
         jemalloc)
-            log "building slasher-bench (release, every backend, jemalloc)"
-            cargo build --release -p slasher-bench
+            log "building slasher-bench ($REPLAY_PROFILE, every backend, jemalloc)"
+            cargo build --profile "$REPLAY_PROFILE" -p slasher-bench
             ;;
         glibc)
-            log "building slasher-bench (release, every backend, glibc's malloc)"
-            cargo build --release -p slasher-bench --no-default-features \
+            log "building slasher-bench ($REPLAY_PROFILE, every backend, glibc's malloc)"
+            cargo build --profile "$REPLAY_PROFILE" -p slasher-bench --no-default-features \
                 --features lmdb,mdbx,redb,butter
             ;;
         *) die "BENCH_ALLOCATOR=$BENCH_ALLOCATOR: jemalloc or glibc" ;;

@@ -8,6 +8,11 @@
 # compile C and run bindgen, which needs libclang).
 BUILD_PACKAGES=(libclang-dev build-essential pkg-config)
 
+# The cargo profile the replay scripts build slasher-bench (and butter, for the runs that use
+# it) with: Lighthouse's `maxperf` (fat LTO, one codegen unit), which its released binaries are
+# built with (Cargo.toml). Binaries land in $CARGO_TARGET_DIR/$REPLAY_PROFILE/.
+REPLAY_PROFILE=maxperf
+
 log() { printf '[%s] %s\n' "$LOG_TAG" "$*"; }
 die() {
     printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2

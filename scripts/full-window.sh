@@ -38,21 +38,21 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
-BIN=$TARGET/release/slasher-bench
 LOG_TAG=full-window.sh
 PACKAGES=(python3 lmdb-utils btrfs-progs e2fsprogs util-linux mount)
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
+BIN=$TARGET/$REPLAY_PROFILE/slasher-bench
 HISTORIES=${FW_HISTORIES:-256}
 VALIDATORS=${FW_VALIDATORS:-1100000}
 OUT=${FW_OUT:-$TARGET/full-window/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
 [[ $(id -u) != 0 ]] || install_packages
-cargo build --release -q -p slasher-bench -p butter-tools
-cargo build --release -q -p butter_db --example reopen
+cargo build --profile "$REPLAY_PROFILE" -q -p slasher-bench -p butter-tools
+cargo build --profile "$REPLAY_PROFILE" -q -p butter_db --example reopen
 mkdir -p "$OUT"
-export FW_BIN_DIR=$TARGET/release FW_BACKUP_AT=${FW_BACKUP_AT:-}
+export FW_BIN_DIR=$TARGET/$REPLAY_PROFILE FW_BACKUP_AT=${FW_BACKUP_AT:-}
 export FW_STREAM_DIR=${FW_STREAM_DIR:-$OUT/streams}
 mkdir -p "$FW_STREAM_DIR"
 START=$SECONDS

@@ -18,11 +18,11 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
-BIN=$TARGET/release/slasher-bench
 LOG_TAG=migrate-full-window.sh
 PACKAGES=(btrfs-progs e2fsprogs util-linux mount time)
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
+BIN=$TARGET/$REPLAY_PROFILE/slasher-bench
 [[ $(id -u) == 0 ]] || die "needs root (loop devices, mounts, memory cgroups)"
 HISTORY=${MW_HISTORY:-256}
 VALIDATORS=${MW_VALIDATORS:-1100000}
@@ -43,7 +43,7 @@ step() { log "$*" | tee -a "$OUT/log"; }
 
 find_cargo
 install_packages
-cargo build --release -q -p slasher-bench -p butter-tools
+cargo build --profile "$REPLAY_PROFILE" -q -p slasher-bench -p butter-tools
 mkdir -p "$OUT" "$EXT4" "$BTRFS"
 fixture=$TARGET/fixtures/synthetic-electra-v$VALIDATORS-e3-s1-from491000.fixture
 generated_fixture "$fixture" --validators "$VALIDATORS" --epochs 3 --seed 1 --start-epoch 491000
@@ -97,7 +97,7 @@ step "filling LMDB: history $HISTORY, $VALIDATORS validators"
 src=$(dirname "$(find "$EXT4/fill" -name data.mdb | head -n1)")
 step "source: $(du -m "$src/data.mdb" | cut -f1) MiB data.mdb"
 move to-butter "lmdb:$src" "butter:$BTRFS/butter"
-"$TARGET/release/butter" stat --deep "$BTRFS/butter" >"$OUT/butter-stat-deep.txt"
+"$TARGET/$REPLAY_PROFILE/butter" stat --deep "$BTRFS/butter" >"$OUT/butter-stat-deep.txt"
 step "butter: $(btrfs filesystem du -s --raw "$BTRFS/butter" | awk 'NR == 2 {print int($3 / 1048576)}') MiB on disk (btrfs filesystem du, set shared)"
 move to-lmdb "butter:$BTRFS/butter" "lmdb:$EXT4/back"
 step "back to LMDB: $(du -m "$EXT4/back/data.mdb" | cut -f1) MiB data.mdb"

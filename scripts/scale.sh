@@ -25,11 +25,11 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
-BIN=$TARGET/release/slasher-bench
 LOG_TAG=scale.sh
 PACKAGES=()
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
+BIN=$TARGET/$REPLAY_PROFILE/slasher-bench
 VALIDATORS=${SCALE_VALIDATORS:-500000 1100000 2000000}
 EPOCHS=${SCALE_EPOCHS:-3}
 SEED=${SCALE_SEED:-1}
@@ -38,7 +38,7 @@ OUT=${SCALE_OUT:-$TARGET/scale/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
 [[ $(id -u) != 0 ]] || install_packages
-cargo build --release -q -p slasher-bench
+cargo build --profile "$REPLAY_PROFILE" -q -p slasher-bench
 mkdir -p "$OUT"
 START=$SECONDS
 RUNS=()

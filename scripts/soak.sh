@@ -28,11 +28,11 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
-BIN=$TARGET/release/slasher-bench
 LOG_TAG=soak.sh
 PACKAGES=()
 # shellcheck source=scripts/common.sh
 source "$REPO/scripts/common.sh"
+BIN=$TARGET/$REPLAY_PROFILE/slasher-bench
 VALIDATORS=${SOAK_VALIDATORS:-1100000}
 HISTORY=${SOAK_HISTORY:-16}
 WRAPS=${SOAK_WRAPS:-2}
@@ -42,7 +42,7 @@ OUT=${SOAK_OUT:-$TARGET/soak/$(date +%Y%m%d-%H%M%S)}
 
 find_cargo
 [[ $(id -u) != 0 ]] || install_packages
-cargo build --release -q -p slasher-bench
+cargo build --profile "$REPLAY_PROFILE" -q -p slasher-bench
 fixture=$TARGET/fixtures/soak-electra-v$VALIDATORS-h$HISTORY-x$WRAPS-s$SEED.fixture
 generated_fixture "$fixture" --validators "$VALIDATORS" --epochs "$EPOCHS" --seed "$SEED" \
     --history-length "$HISTORY" --name "soak-${VALIDATORS}v-h$HISTORY-x$WRAPS"
