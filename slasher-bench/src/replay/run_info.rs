@@ -79,12 +79,13 @@ pub(super) fn print_header(
         manifest.description.validator_count
     );
     eprintln!(
-        "machine: kernel {}, {} ({} CPUs available), RAM {:.1} GiB; {} build, git {}",
+        "machine: kernel {}, {} ({} CPUs available), RAM {:.1} GiB; {} build (cargo profile {}), git {}",
         machine.kernel.as_deref().unwrap_or("?"),
         machine.cpu_model.as_deref().unwrap_or("?"),
         machine.cpus_available.unwrap_or(0),
         machine.ram_bytes.unwrap_or(0) as f64 / f64::from(1u32 << 30),
         build.profile,
+        build.cargo_profile.as_deref().unwrap_or("?"),
         build.git_revision.as_deref().unwrap_or("unknown"),
     );
     if build.profile != "release" {

@@ -345,6 +345,10 @@ impl Machine {
 pub struct Build {
     /// `release` or `debug` (from `debug_assertions`). Debug numbers are not benchmarks.
     pub profile: String,
+    /// The cargo profile that built it (`release`, `maxperf`...; `slasher-bench/build.rs`);
+    /// `None` in reports written before it was recorded.
+    #[serde(default)]
+    pub cargo_profile: Option<String>,
     /// `git rev-parse HEAD` of the source tree, if it is a git checkout.
     pub git_revision: Option<String>,
     /// Whether `git status --porcelain` listed changes (tracked or untracked).
@@ -403,6 +407,7 @@ impl Build {
                 "release"
             }
             .into(),
+            cargo_profile: Some(env!("SLASHER_BENCH_CARGO_PROFILE").to_string()),
             git_revision: git(&["rev-parse", "HEAD"]),
             git_dirty: git(&["status", "--porcelain"]).map(|s| !s.is_empty()),
             crate_versions: locked_versions(CARGO_LOCK, REPORTED_CRATES),
@@ -478,5 +483,32 @@ mod tests {
         assert!(!b.crate_versions.is_empty());
         let m = Machine::probe();
         assert!(m.kernel.is_some() && m.ram_bytes.is_some());
+    }
+
+    /// The build records the directory cargo built it in (`debug/` for this test binary,
+    /// `maxperf/` for the scripts' replay), and a report written before it did still loads.
+    #[test]
+    fn the_build_names_its_cargo_profile() {
+        let b = Build::probe();
+        let dir = std::env::current_exe().expect("test binary path");
+        // <target>/<profile>/deps/<test binary>
+        let built_in = dir
+            .ancestors()
+            .nth(2)
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str())
+            .map(str::to_owned);
+        assert_eq!(
+            b.cargo_profile, built_in,
+            "the profile directory of this very binary"
+        );
+        let json = serde_json::to_string(&b).expect("serialises");
+        let mut value: serde_json::Value = serde_json::from_str(&json).expect("parses");
+        value
+            .as_object_mut()
+            .expect("an object")
+            .remove("cargo_profile");
+        let old: Build = serde_json::from_value(value).expect("a report without it still loads");
+        assert_eq!(old.cargo_profile, None);
     }
 }

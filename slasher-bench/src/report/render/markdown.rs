@@ -297,8 +297,12 @@ fn render_run_details(s: &mut String, index: usize, run: &Run) {
 fn render_build(s: &mut String, b: &Build) {
     let _ = writeln!(
         s,
-        "- build: {} profile, git {}{}",
+        "- build: {} profile{}, git {}{}",
         b.profile,
+        b.cargo_profile
+            .as_deref()
+            .map(|p| format!(" (cargo profile {p})"))
+            .unwrap_or_default(),
         b.git_revision.as_deref().unwrap_or("unknown"),
         if b.git_dirty == Some(true) {
             " (with uncommitted changes)"
