@@ -31,7 +31,8 @@
 #   AB_FIXTURE       the fixture (default: the sample with its slashings, as scripts/bench.sh
 #                    leaves it in $CARGO_TARGET_DIR/fixtures; run that once first)
 #   AB_IMAGE_SIZE    each side's image (default 8G, sparse)
-#   AB_PROFILE       the cargo profile of both builds (default maxperf, as scripts/bench.sh);
+#   AB_PROFILE       the cargo profile of both builds (default REPLAY_PROFILE of common.sh,
+#                    maxperf, as scripts/bench.sh builds);
 #                    AB_PROFILE_A, AB_PROFILE_B for one side
 # Output: target/ab/<time>/ (each run's report directory and log, summary.txt). Everything
 # else it makes (copies, target directories, images, loop devices, cgroups) is removed at exit.
@@ -60,7 +61,8 @@ FIXTURE=${AB_FIXTURE:-$TARGET/fixtures/mainnet-merge-2022+slashings-128.fixture}
 [[ -f $FIXTURE ]] || die "no fixture $FIXTURE: run scripts/bench.sh once (it imports the sample), or set AB_FIXTURE"
 
 declare -A REV=([A]=$1 [B]=$2) ARGS=([A]=${AB_ARGS_A:-} [B]=${AB_ARGS_B:-})
-declare -A PROFILE=([A]=${AB_PROFILE_A:-${AB_PROFILE:-maxperf}} [B]=${AB_PROFILE_B:-${AB_PROFILE:-maxperf}})
+PROFILE_BOTH=${AB_PROFILE:-$REPLAY_PROFILE}
+declare -A PROFILE=([A]=${AB_PROFILE_A:-$PROFILE_BOTH} [B]=${AB_PROFILE_B:-$PROFILE_BOTH})
 for side in A B; do
     [[ ${REV[$side]} == . ]] || git -C "$REPO" rev-parse --verify -q "${REV[$side]}^{commit}" >/dev/null ||
         die "${REV[$side]} is not a revision of $REPO"

@@ -1,5 +1,4 @@
-# Shell functions shared by scripts/test.sh, bench.sh, ab.sh and migrate-full-window.sh (sourced,
-# not run).
+# Shell functions and settings shared by most scripts in scripts/ (sourced, not run).
 # The sourcing script sets LOG_TAG (e.g. test.sh) and PACKAGES (Debian packages it needs
 # besides BUILD_PACKAGES, which building the workspace needs and every script that calls
 # install_packages gets).
